@@ -1,0 +1,22 @@
+"""agentstack-lab: recursive LLM agents at home in Jupyter.
+
+The package root stays tiny: nothing heavy is imported here, and the IPython
+extension hooks load the notebook layer only when ``%load_ext`` asks for it.
+"""
+
+__version__ = "0.1.0"
+__all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension"]
+
+
+def load_ipython_extension(ipython):  # pragma: no cover - exercised in kernel tests
+    """Register the ``%agent`` and ``%memory`` magics (called by ``%load_ext``)."""
+    from agentstack_lab.notebook.magics import load_ipython_extension as _load
+
+    _load(ipython)
+
+
+def unload_ipython_extension(ipython):  # pragma: no cover - exercised in kernel tests
+    """Nothing to undo beyond what IPython does itself."""
+    from agentstack_lab.notebook.magics import unload_ipython_extension as _unload
+
+    _unload(ipython)

@@ -1,0 +1,199 @@
+"""The provider protocol: a request in, a stream of typed provider events out.
+
+The engine talks to models only through this module's types. Every provider
+(Anthropic, OpenAI, Ollama, the CLI agents, the offline ``scripted`` one)
+implements :class:`Provider`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "TextBlock",
+    "ToolUseBlock",
+    "ToolResultBlock",
+    "ContentBlock",
+    "Message",
+    "ToolSpec",
+    "ProviderRequest",
+    "TextDeltaEvent",
+    "ToolUseEvent",
+    "UsageEvent",
+    "StopEvent",
+    "ProviderEvent",
+    "Usage",
+    "Completion",
+    "Provider",
+    "ProviderError",
+    "AuthenticationError",
+    "MissingKeyError",
+    "ProviderTimeout",
+    "MalformedStreamError",
+    "ProviderUnavailable",
+]
+
+
+# --- request -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextBlock:
+    type: Literal["text"] = "text"
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolUseBlock:
+    """A tool call the model made (kept in the assistant message)."""
+
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResultBlock:
+    """The result of a tool call, sent back in a user message."""
+
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock
+
+
+@dataclass(frozen=True, kw_only=True)
+class Message:
+    """One conversation turn; ``content`` is a plain string or a list of blocks."""
+
+    role: Literal["user", "assistant"]
+    content: str | list[ContentBlock]
+
+    def text(self) -> str:
+        """All text in this message, joined."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSpec:
+    """A tool the model may call, with a JSON schema for its input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderRequest:
+    system: str = ""
+    messages: list[Message] = field(default_factory=list)
+    tools: list[ToolSpec] = field(default_factory=list)
+    model: str | None = None
+    max_tokens: int = 4096
+    temperature: float | None = None
+    stop_sequences: list[str] = field(default_factory=list)
+    tool_choice: str | None = None  # None = auto; a tool name forces that tool
+    metadata: dict[str, Any] = field(default_factory=dict)  # e.g. {"step": "subquestions", "agent_type": ...}
+
+
+# --- stream events ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextDeltaEvent:
+    type: Literal["text"] = "text"
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolUseEvent:
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class UsageEvent:
+    type: Literal["usage"] = "usage"
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopEvent:
+    type: Literal["stop"] = "stop"
+    reason: str  # "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | provider-specific
+
+
+ProviderEvent = TextDeltaEvent | ToolUseEvent | UsageEvent | StopEvent
+
+
+@dataclass(kw_only=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, other: Usage | UsageEvent) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+
+
+@dataclass(kw_only=True)
+class Completion:
+    """A gathered stream: text, tool calls, usage and the stop reason."""
+
+    text: str = ""
+    tool_calls: list[ToolUseEvent] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str | None = None
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What every provider implements."""
+
+    name: str
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream the model's reply as provider events."""
+        ...
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+class ProviderError(RuntimeError):
+    """A provider failed; the message says which provider and why."""
+
+
+class AuthenticationError(ProviderError):
+    """The provider rejected the credentials (names the key variable)."""
+
+
+class MissingKeyError(ProviderError):
+    """A required API key is not set (names the variable)."""
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer, or a stream stalled, within the timeout."""
+
+
+class MalformedStreamError(ProviderError):
+    """The provider's stream could not be parsed."""
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider's service or binary is not there (e.g. Ollama not running)."""

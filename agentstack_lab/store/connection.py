@@ -1,0 +1,142 @@
+"""One place owns the SQLite driver and connection set-up.
+
+Driver: ``sqlean.py``. The stdlib ``sqlite3`` of many Pythons (this one included)
+is built without ``enable_load_extension``, so it cannot load sqlite-vec.
+``sqlean.py`` is a drop-in DB-API module (same API as ``sqlite3``) that bundles a
+recent SQLite with FTS5 and extension loading, with wheels for Linux, macOS and
+Windows on x86_64 and arm64 (``pysqlite3-binary`` ships Linux x86_64 only, and
+``apsw`` has a different API that every caller would have to learn).
+Nothing else in the package imports a driver: use :func:`connect`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import sqlean as sqlite
+import sqlite_vec
+
+__all__ = ["connect", "Database", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
+
+OperationalError = sqlite.OperationalError
+IntegrityError = sqlite.IntegrityError
+Row = sqlite.Row
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+def connect(path: str | Path, *, readonly: bool = False) -> Any:
+    """Open a connection with sqlite-vec loaded, WAL, ``synchronous=NORMAL``, busy timeout and foreign keys.
+
+    ``path`` must be a file path; an in-memory database is only made when ``":memory:"``
+    is passed explicitly (tests), never as a fallback.
+    """
+    path = str(path)
+    if path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    uri = f"file:{path}?mode=ro" if readonly else path
+    conn = sqlite.connect(uri, uri=readonly, timeout=BUSY_TIMEOUT_MS / 1000,
+                          isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite.Row
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if not readonly and path != ":memory:":
+        _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True when an error is SQLite's "database is locked/busy"."""
+    return isinstance(exc, OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
+def _retry(fn, attempts: int = 50):
+    for i in range(attempts):
+        try:
+            return fn()
+        except OperationalError as exc:
+            if not is_busy(exc) or i == attempts - 1:
+                raise
+            time.sleep(min(0.5, 0.01 * (2 ** min(i, 6))) * (0.5 + random.random()))
+    return None
+
+
+class Database:
+    """A workspace database: one file, a connection per thread, migrated on open.
+
+    Use :meth:`transaction` for writes: it takes the write lock up front
+    (``BEGIN IMMEDIATE``), retries when another process holds it, and commits or
+    rolls back as a whole.
+    """
+
+    def __init__(self, path: str | Path, *, migrate: bool = True):
+        self.path = Path(path) if str(path) != ":memory:" else path
+        self._local = threading.local()
+        self._lock = threading.RLock()
+        self._all: list[Any] = []
+        if migrate:
+            from agentstack_lab.store.migrations import migrate as run_migrations
+
+            run_migrations(self)
+
+    @property
+    def conn(self) -> Any:
+        """This thread's connection (opened on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return self.conn.execute(sql, params)
+
+    def query(self, sql: str, params: Any = ()) -> list[Any]:
+        return self.conn.execute(sql, params).fetchall()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` with retry on busy; nested use joins the outer transaction."""
+        conn = self.conn
+        depth = getattr(self._local, "depth", 0)
+        if depth:
+            self._local.depth = depth + 1
+            try:
+                yield conn
+            finally:
+                self._local.depth = depth
+            return
+        _retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        self._local.depth = 1
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            _retry(lambda: conn.execute("COMMIT"))
+        finally:
+            self._local.depth = 0
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                with contextlib.suppress(Exception):
+                    conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"Database({str(self.path)!r})"
