@@ -84,7 +84,7 @@ def collect(hook_name: str, pm: pluggy.PluginManager | None = None) -> list[tupl
     for impl in getattr(pm.hook, hook_name).get_hookimpls():
         local: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
         try:
-            impl.function(register=lambda *a, **k: local.append((a, k)))
+            impl.function(register=lambda *a, _into=local, **k: _into.append((a, k)))
         except Exception as exc:
             log.warning("agentstack-lab plugin %r failed in %s: %s", impl.plugin_name, hook_name, exc)
             continue
