@@ -1,0 +1,13 @@
+"""Agent services: type registry (§1.1), spawner with persisted statuses (§1.2), identities (§1.4)."""
+
+from agentstack_lab.agents.identity import IdentityService
+from agentstack_lab.agents.registry import (
+           CORE_AGENT_TYPES,
+           AgentDefinition,
+           AgentRegistry,
+           UnknownAgentTypeError,
+)
+from agentstack_lab.agents.spawner import InvalidTransitionError, Spawner
+
+__all__ = ["AgentDefinition", "AgentRegistry", "CORE_AGENT_TYPES", "UnknownAgentTypeError", "Spawner",
+           "InvalidTransitionError", "IdentityService"]
