@@ -1,0 +1,475 @@
+"""Code executors behind the ``python`` tool: the live kernel and an isolated subprocess.
+
+Both implement ``async run(code, *, context=None) -> ExecResult``.
+
+* :class:`LiveKernelExecutor` runs code in the IPython user namespace (or a given dict), so the
+  agent sees and creates the user's variables. The code runs in a worker thread, which keeps
+  the kernel's event loop (and with it the widget's comms) responsive; ``fork``/``wait`` are
+  injected while agent code runs and call back into the run's loop. Stopping the agent raises
+  :class:`CodeInterrupted` inside the running code.
+* :class:`SubprocessExecutor` runs code in a fresh ``python -I`` with an address-space limit
+  (``RLIMIT_AS``), a wall-clock timeout (the process group is killed) and API-key-looking
+  variables removed from its environment. ``fork``/``wait`` are not available there: calling
+  them raises a clear ``RuntimeError`` (use the live executor for nested agents).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import ctypes
+import io
+import json
+import linecache
+import os
+import signal
+import sys
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ExecResult", "ExecContext", "Executor", "LiveKernelExecutor", "SubprocessExecutor",
+           "CodeInterrupted", "make_executor"]
+
+MAX_OUTPUT = 1_000_000  # characters kept per stream
+_INJECTED = ("fork", "wait")
+_SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+class CodeInterrupted(BaseException):  # noqa: N818 - raised inside user code, reads best as-is
+    """Raised inside running agent code when its agent is stopped."""
+
+
+@dataclass(kw_only=True)
+class ExecResult:
+    """What running a piece of code produced."""
+
+    stdout: str = ""
+    stderr: str = ""
+    result: str | None = None  # text/plain form of the last expression's value
+    display: dict[str, Any] = field(default_factory=dict)  # other MIME forms of that value (text/html, ...)
+    error: str | None = None  # "NameError: name 'x' is not defined"
+    traceback: str | None = None
+    changed_names: list[str] = field(default_factory=list)  # names created or rebound
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_text(self, limit: int = 8000) -> str:
+        """A compact text form for the model."""
+        parts = []
+        if self.stdout:
+            parts.append(f"stdout:\n{self.stdout}")
+        if self.stderr:
+            parts.append(f"stderr:\n{self.stderr}")
+        if self.result is not None:
+            parts.append(f"result:\n{self.result}")
+        if self.error:
+            parts.append(f"error:\n{self.traceback or self.error}")
+        if self.changed_names:
+            parts.append("names created or changed: " + ", ".join(self.changed_names))
+        text = "\n".join(parts) or "(no output)"
+        return text if len(text) <= limit else text[: limit // 2] + "\n…(truncated)…\n" + text[-limit // 2:]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stdout": self.stdout, "stderr": self.stderr, "result": self.result, "display": self.display,
+                "error": self.error, "traceback": self.traceback, "changedNames": self.changed_names}
+
+
+@dataclass(kw_only=True)
+class ExecContext:
+    """Callables the engine gives running code: ``fork(prompt, type=None)`` and ``wait(handle, timeout=None)``.
+
+    They are called from the worker thread and must be thread-safe (the engine's use
+    ``asyncio.run_coroutine_threadsafe`` back to the run's loop).
+    """
+
+    fork: Callable[..., Any] | None = None
+    wait: Callable[..., Any] | None = None
+    agent_id: str | None = None
+
+
+class Executor:
+    """The interface: ``await executor.run(code, context=...)``."""
+
+    name = "executor"
+    supports_fork = False
+
+    async def run(self, code: str, *, context: ExecContext | None = None) -> ExecResult:  # pragma: no cover
+        raise NotImplementedError
+
+
+def make_executor(kind: str | Executor | None) -> Executor:
+    """An executor from its name (``"live"`` or ``"subprocess"``) or an executor instance."""
+    if isinstance(kind, Executor):
+        return kind
+    if kind in (None, "live"):
+        return LiveKernelExecutor()
+    if kind == "subprocess":
+        return SubprocessExecutor()
+    raise ValueError(f"unknown executor {kind!r}; expected 'live' or 'subprocess'")
+
+
+def _split_last_expr(code: str, filename: str) -> tuple[Any, Any]:
+    tree = ast.parse(code, filename, "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    return compile(tree, filename, "exec"), (compile(last, filename, "eval") if last is not None else None)
+
+
+def _user_traceback(exc: BaseException, filename: str) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    start = next((i for i, f in enumerate(frames) if f.filename == filename), 0)
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames[start:]),
+             *traceback.format_exception_only(type(exc), exc)]
+    return "".join(lines)
+
+
+def _truncate(text: str) -> str:
+    return text if len(text) <= MAX_OUTPUT else text[:MAX_OUTPUT] + "\n…(output truncated)…"
+
+
+# --- live kernel ---------------------------------------------------------------------------------
+
+
+class _StreamRouter:
+    """Stands in for sys.stdout/stderr: writes from capturing threads go to their buffer, others pass on."""
+
+    def __init__(self, original: Any, attr: str):
+        self._original = original
+        self._attr = attr
+
+    def write(self, s: str) -> int:
+        buf = getattr(threading.current_thread(), self._attr, None)
+        if buf is not None:
+            return buf.write(s)
+        return self._original.write(s)
+
+    def flush(self) -> None:
+        if getattr(threading.current_thread(), self._attr, None) is None:
+            self._original.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._original, name)
+
+
+class _Capture:
+    """Installs the stdout/stderr routers while any agent code runs (reference counted)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._saved: tuple[Any, Any] | None = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._count == 0:
+                self._saved = (sys.stdout, sys.stderr)
+                sys.stdout = _StreamRouter(sys.stdout, "_agentstack_stdout")
+                sys.stderr = _StreamRouter(sys.stderr, "_agentstack_stderr")
+            self._count += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._lock:
+            self._count -= 1
+            if self._count == 0 and self._saved is not None:
+                if isinstance(sys.stdout, _StreamRouter):
+                    sys.stdout = self._saved[0]
+                if isinstance(sys.stderr, _StreamRouter):
+                    sys.stderr = self._saved[1]
+                self._saved = None
+
+
+def _thread_context() -> ExecContext:
+    ctx = getattr(threading.current_thread(), "_agentstack_ctx", None)
+    if ctx is None:
+        raise RuntimeError("fork()/wait() can only be called from code an agent runs with the python tool")
+    return ctx
+
+
+def fork(prompt: str, type: str | None = None) -> Any:  # noqa: A002 - the seed's spelling
+    """Start a nested agent from agent code; returns a handle for :func:`wait`."""
+    ctx = _thread_context()
+    if ctx.fork is None:
+        raise RuntimeError("fork() is not available in this run")
+    return ctx.fork(prompt, type=type)
+
+
+def wait(handle: Any, timeout: float | None = None) -> str:
+    """Block until the forked agent finishes and return its result (raises if it failed)."""
+    ctx = _thread_context()
+    if ctx.wait is None:
+        raise RuntimeError("wait() is not available in this run")
+    return ctx.wait(handle, timeout=timeout)
+
+
+class LiveKernelExecutor(Executor):
+    """Runs code in the live IPython user namespace (or ``namespace`` when there is no IPython)."""
+
+    name = "live"
+    supports_fork = True
+
+    def __init__(self, shell: Any = None, *, namespace: dict[str, Any] | None = None, timeout: float | None = None):
+        self._shell = shell
+        self._namespace = namespace
+        self.timeout = timeout
+        self._capture = _Capture()
+        self._inject_lock = threading.Lock()
+        self._active = 0
+        self._saved_names: dict[str, Any] = {}
+        self._counter = 0
+
+    @property
+    def shell(self) -> Any:
+        if self._shell is None and self._namespace is None:
+            try:
+                from IPython import get_ipython
+
+                self._shell = get_ipython()
+            except ImportError:  # pragma: no cover - IPython is a dependency
+                self._shell = None
+            if self._shell is None:
+                self._namespace = {"__name__": "__main__"}
+        return self._shell
+
+    @property
+    def namespace(self) -> dict[str, Any]:
+        shell = self.shell
+        return shell.user_ns if shell is not None and self._namespace is None else self._namespace  # type: ignore[return-value]
+
+    async def run(self, code: str, *, context: ExecContext | None = None) -> ExecResult:
+        """Run ``code`` in a worker thread; stopping the caller interrupts the code."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[ExecResult] = loop.create_future()
+        self._counter += 1
+        filename = f"<agent-python-{self._counter}>"
+
+        def deliver(exc: BaseException | None, res: ExecResult | None) -> None:
+            if not done.done():
+                done.set_exception(exc) if exc is not None else done.set_result(res)  # type: ignore[arg-type]
+
+        def target() -> None:
+            exc: BaseException | None = None
+            res: ExecResult | None = None
+            try:
+                res = self._run_sync(code, context, filename)
+            except BaseException as e:  # noqa: BLE001 - delivered to the awaiting task
+                exc = e
+            with contextlib.suppress(RuntimeError):  # the loop may be gone after a stop
+                loop.call_soon_threadsafe(deliver, exc, res)
+
+        thread = threading.Thread(target=target, name=f"agentstack-code{self._counter}", daemon=True)
+        thread.start()
+        try:
+            return await asyncio.wait_for(asyncio.shield(done), self.timeout)
+        except (asyncio.CancelledError, TimeoutError):
+            self._interrupt(thread)
+            raise
+
+    @staticmethod
+    def _interrupt(thread: threading.Thread) -> None:
+        if thread.is_alive() and thread.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(CodeInterrupted))
+
+    def _inject(self, ns: dict[str, Any]) -> None:
+        with self._inject_lock:
+            if self._active == 0:
+                for name, fn in zip(_INJECTED, (fork, wait), strict=True):
+                    if name in ns and ns[name] is not fn:
+                        self._saved_names[name] = ns[name]
+                    ns[name] = fn
+            self._active += 1
+
+    def _uninject(self, ns: dict[str, Any]) -> None:
+        with self._inject_lock:
+            self._active -= 1
+            if self._active == 0:
+                for name, fn in zip(_INJECTED, (fork, wait), strict=True):
+                    if ns.get(name) is fn:
+                        if name in self._saved_names:
+                            ns[name] = self._saved_names.pop(name)
+                        else:
+                            del ns[name]
+
+    def _format(self, value: Any) -> tuple[str, dict[str, Any]]:
+        shell = self.shell
+        if shell is not None:
+            data, _ = shell.display_formatter.format(value)
+            return str(data.get("text/plain", repr(value))), {k: v for k, v in data.items() if k != "text/plain"}
+        display = {}
+        html = getattr(value, "_repr_html_", None)
+        if callable(html):
+            with contextlib.suppress(Exception):
+                rendered = html()
+                if rendered:
+                    display["text/html"] = rendered
+        return repr(value), display
+
+    def _run_sync(self, code: str, context: ExecContext | None, filename: str) -> ExecResult:
+        ns = self.namespace
+        res = ExecResult()
+        thread = threading.current_thread()
+        out, err = io.StringIO(), io.StringIO()
+        thread._agentstack_stdout, thread._agentstack_stderr = out, err  # type: ignore[attr-defined]
+        thread._agentstack_ctx = context or ExecContext()  # type: ignore[attr-defined]
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        before = dict(ns)
+        self._inject(ns)
+        try:
+            with self._capture:
+                try:
+                    body, last = _split_last_expr(code, filename)
+                    exec(body, ns)
+                    if last is not None:
+                        value = eval(last, ns)
+                        if value is not None:
+                            res.result, res.display = self._format(value)
+                except (Exception, CodeInterrupted, SystemExit) as exc:
+                    res.error = f"{type(exc).__name__}: {exc}".rstrip(": ")
+                    res.traceback = _user_traceback(exc, filename)
+        finally:
+            self._uninject(ns)
+            thread._agentstack_stdout = thread._agentstack_stderr = None  # type: ignore[attr-defined]
+        res.stdout, res.stderr = _truncate(out.getvalue()), _truncate(err.getvalue())
+        res.changed_names = [k for k, v in ns.items()
+                             if not k.startswith("_") and k not in _INJECTED and (k not in before or before[k] is not v)]
+        return res
+
+
+# --- subprocess ----------------------------------------------------------------------------------
+
+_RUNNER = r'''
+import ast, json, linecache, os, resource, sys, traceback
+report, mem = sys.argv[1], int(sys.argv[2])
+if mem > 0:
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+code = sys.stdin.read()
+FN = "<agent-python>"
+linecache.cache[FN] = (len(code), None, code.splitlines(True), FN)
+def _unsupported(*a, **k):
+    raise RuntimeError("fork()/wait() are not available in the subprocess executor; "
+                       "use the live kernel executor (executor='live') for nested agents")
+ns = {"__name__": "__main__", "fork": _unsupported, "wait": _unsupported}
+out = {"result": None, "display": {}, "error": None, "traceback": None}
+try:
+    tree = ast.parse(code, FN, "exec")
+    last = ast.Expression(tree.body.pop().value) if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, FN, "exec"), ns)
+    if last is not None:
+        value = eval(compile(last, FN, "eval"), ns)
+        if value is not None:
+            out["result"] = repr(value)
+            html = getattr(value, "_repr_html_", None)
+            if callable(html):
+                try:
+                    out["display"]["text/html"] = html()
+                except Exception:
+                    pass
+except BaseException as exc:
+    out["error"] = (type(exc).__name__ + ": " + str(exc)).rstrip(": ")
+    frames = traceback.extract_tb(exc.__traceback__)
+    frames = [f for f in frames if f.filename == FN] or frames
+    out["traceback"] = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) + \
+        "".join(traceback.format_exception_only(type(exc), exc))
+finally:
+    sys.stdout.flush(); sys.stderr.flush()
+    out["changed_names"] = sorted(k for k in ns if not k.startswith("_") and k not in ("fork", "wait"))
+    with open(report, "w") as fh:
+        json.dump(out, fh, default=repr)
+'''
+
+
+class SubprocessExecutor(Executor):
+    """Runs code in an isolated ``python -I`` with a timeout and a memory limit."""
+
+    name = "subprocess"
+    supports_fork = False
+
+    def __init__(self, timeout: float = 30, memory_mb: int = 512, *, python: str | None = None):
+        if timeout <= 0:
+            raise ValueError(f"SubprocessExecutor: timeout must be > 0, got {timeout}")
+        if memory_mb < 0:
+            raise ValueError(f"SubprocessExecutor: memory_mb must be >= 0 (0 = no limit), got {memory_mb}")
+        self.timeout = float(timeout)
+        self.memory_mb = int(memory_mb)
+        self.python = python or sys.executable
+
+    @staticmethod
+    def _env() -> dict[str, str]:
+        return {k: v for k, v in os.environ.items() if not any(h in k.upper() for h in _SECRET_HINTS)}
+
+    async def run(self, code: str, *, context: ExecContext | None = None) -> ExecResult:
+        """Run ``code`` in a new interpreter; the process group is killed on timeout or cancellation."""
+        fd, report = tempfile.mkstemp(prefix="agentstack-exec-", suffix=".json")
+        os.close(fd)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.python, "-I", "-c", _RUNNER, report, str(self.memory_mb * 1024 * 1024),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True, env=self._env())
+            assert proc.stdin is not None
+            proc.stdin.write(code.encode())
+            proc.stdin.close()
+            readers = [asyncio.ensure_future(_read_limited(proc.stdout)),
+                       asyncio.ensure_future(_read_limited(proc.stderr))]
+            timed_out = False
+            try:
+                await asyncio.wait_for(proc.wait(), self.timeout)
+            except TimeoutError:
+                timed_out = True
+                _kill_group(proc)
+                await proc.wait()
+            except asyncio.CancelledError:
+                _kill_group(proc)
+                for r in readers:
+                    r.cancel()
+                raise
+            stdout, stderr = await asyncio.gather(*readers)
+            res = ExecResult(stdout=stdout, stderr=stderr)
+            data: dict[str, Any] = {}
+            with contextlib.suppress(OSError, ValueError):
+                with open(report) as fh:
+                    text = fh.read()
+                data = json.loads(text) if text else {}
+            res.result, res.display = data.get("result"), data.get("display") or {}
+            res.error, res.traceback = data.get("error"), data.get("traceback")
+            res.changed_names = list(data.get("changed_names") or [])
+            if timed_out:
+                res.error = f"TimeoutError: code ran longer than {self.timeout:g}s and was killed"
+            elif res.error and res.error.startswith("MemoryError"):
+                res.error = f"MemoryError: the code hit the {self.memory_mb} MB memory limit"
+            elif not data and proc.returncode:
+                sig = -proc.returncode if proc.returncode < 0 else None
+                res.error = (f"the subprocess was killed by {signal.Signals(sig).name}" if sig
+                             else f"the subprocess exited with code {proc.returncode}")
+                if sig == signal.SIGKILL and self.memory_mb:
+                    res.error += f" (memory limit {self.memory_mb} MB?)"
+            return res
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(report)
+
+
+async def _read_limited(stream: Any) -> str:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            break
+        if size < MAX_OUTPUT:
+            chunks.append(chunk)
+        size += len(chunk)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    return _truncate(text) if size <= MAX_OUTPUT else text[:MAX_OUTPUT] + "\n…(output truncated)…"
+
+
+def _kill_group(proc: Any) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
