@@ -1,0 +1,242 @@
+"""Magic argument parsing: a line becomes a typed, frozen arguments object.
+
+``%agent`` options come first; everything after the first word that is not an option is the
+prompt, kept verbatim (apostrophes, ``?``, braces and all). Bad input raises
+:class:`MagicUsageError` whose message is the usage line plus the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "MagicUsageError",
+    "AgentArgs",
+    "MemoryArgs",
+    "parse_agent_line",
+    "parse_memory_line",
+    "agent_parser",
+    "memory_parser",
+]
+
+QUERY_KINDS = ("clarification", "blocking", "final")
+
+
+class MagicUsageError(ValueError):
+    """A magic line could not be parsed; the message carries the usage."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser that raises instead of printing and exiting."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise MagicUsageError(f"{self.format_usage().strip()}\n{self.prog}: error: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None):  # type: ignore[override]
+        raise MagicUsageError((message or "").strip() or self.format_usage().strip())
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _answer(text: str) -> tuple[str, str]:
+    kind, sep, reply = text.partition("=")
+    if not sep or kind not in QUERY_KINDS:
+        raise argparse.ArgumentTypeError(f"expected KIND=TEXT with KIND one of {', '.join(QUERY_KINDS)}, got {text!r}")
+    return kind, reply
+
+
+@dataclass(frozen=True)
+class AgentArgs:
+    """The parsed ``%agent`` / ``%%agent`` line."""
+
+    prompt: str
+    type: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    max_depth: int | None = None
+    max_children: int | None = None
+    max_agents: int | None = None
+    max_tokens: int | None = None
+    timeout: float | None = None
+    subagents: bool = True
+    auto_approve: bool = False
+    wait: bool = False
+    session: str | None = None
+    executor: str | None = None
+    answers: dict[str, str] = field(default_factory=dict)
+
+
+def agent_parser() -> argparse.ArgumentParser:
+    """The ``%agent`` argument parser (also the source of its help text)."""
+    p = _Parser(prog="%agent", add_help=False, description="Run a recursive agent on PROMPT.",
+                usage="%agent [options] PROMPT   |   %%agent [options] (cell body = prompt)")
+    p.add_argument("-h", "--help", action="store_true", help="show this help")
+    p.add_argument("-t", "--type", help="agent type of the root agent (default: config agents.default_type)")
+    p.add_argument("-p", "--provider", help="model provider, e.g. scripted, anthropic, openai, ollama")
+    p.add_argument("-m", "--model", help="model name passed to the provider")
+    p.add_argument("--max-depth", type=_positive_int, help="deepest level of subagents (default 2)")
+    p.add_argument("--max-children", type=_positive_int, help="subagents per agent (default 4)")
+    p.add_argument("--max-agents", type=_positive_int, help="agents in the whole tree (default 16)")
+    p.add_argument("--max-tokens", type=_positive_int, help="token budget of the whole tree")
+    p.add_argument("--timeout", type=float, help="wall-clock budget in seconds")
+    p.add_argument("--no-subagents", dest="subagents", action="store_false", help="answer without subagents")
+    p.add_argument("--auto-approve", action="store_true", help="run model-written code without asking")
+    p.add_argument("--wait", action="store_true",
+                   help="block the cell until the run ends (headless); queries need --auto-approve or --answer")
+    p.add_argument("--session", help="session id or name whose memory namespace the agents use")
+    p.add_argument("--executor", choices=("live", "subprocess"), help="where the python tool runs (default live)")
+    p.add_argument("--answer", action="append", type=_answer, default=[], metavar="KIND=TEXT",
+                   help="reply given up front to a clarification, blocking or final question")
+    return p
+
+
+_TOKEN = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|\S+)""")
+
+
+def _split_options(parser: argparse.ArgumentParser, line: str) -> tuple[list[str], str]:
+    """Split ``line`` into leading option tokens and the verbatim rest (the prompt)."""
+    takes_value = {
+        opt: action.nargs != 0 for action in parser._actions for opt in action.option_strings
+    }
+    tokens: list[str] = []
+    pos = 0
+    expect_value = False
+    while True:
+        m = _TOKEN.match(line, pos)
+        if not m:
+            return tokens, ""
+        raw = m.group(1)
+        if expect_value:
+            tokens.append(shlex.split(raw)[0] if raw[0] in "\"'" else raw)
+            expect_value = False
+            pos = m.end()
+            continue
+        if raw == "--":
+            return tokens, line[m.end():].strip()
+        if not raw.startswith("-") or raw == "-":
+            return tokens, line[m.start(1):].strip()
+        name = raw.split("=", 1)[0]
+        tokens.append(raw)
+        expect_value = takes_value.get(name, False) and "=" not in raw
+        pos = m.end()
+
+
+def parse_agent_line(line: str, cell: str | None = None) -> AgentArgs:
+    """Parse a ``%agent`` line (and the ``%%agent`` cell body, which is then the prompt).
+
+    Raises:
+        MagicUsageError: An unknown or malformed option, or no prompt.
+    """
+    parser = agent_parser()
+    tokens, rest = _split_options(parser, line)
+    ns = parser.parse_args(tokens)
+    if ns.help:
+        raise MagicUsageError(parser.format_help().strip())
+    if cell is not None:
+        if rest:
+            parser.error(f"unexpected text after the options: {rest!r} (with %%agent the cell body is the prompt)")
+        prompt = cell.strip()
+    else:
+        prompt = rest
+    if not prompt:
+        parser.error("a PROMPT is required")
+    values: dict[str, Any] = vars(ns)
+    values.pop("help")
+    values["answers"] = dict(values.pop("answer"))
+    return AgentArgs(prompt=prompt, **values)
+
+
+@dataclass(frozen=True)
+class MemoryArgs:
+    """The parsed ``%memory`` line."""
+
+    command: str
+    key: str | None = None
+    text: str | None = None
+    query: str | None = None
+    namespace: str | None = None
+    agent: str | None = None
+    tags: tuple[str, ...] = ()
+    mode: str = "hybrid"
+    limit: int = 10
+    offset: int = 0
+    threshold: float | None = None
+
+
+def memory_parser() -> argparse.ArgumentParser:
+    """The ``%memory`` argument parser (subcommands mirror ``agentstack-lab memory``)."""
+    p = _Parser(prog="%memory", add_help=False, description="Workspace memory: store, get, search, list, delete.")
+    sub = p.add_subparsers(dest="command", metavar="{store,get,search,list,delete}", parser_class=_Parser)
+    sub.required = True
+
+    def ns_opts(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("-n", "--namespace", help="namespace (default: default)")
+
+    s = sub.add_parser("store", add_help=False, help="store KEY TEXT (or %%memory store KEY with the text as body)")
+    s.add_argument("key")
+    s.add_argument("text", nargs="*")
+    ns_opts(s)
+    s.add_argument("--tags", help="comma-separated tags")
+    s.add_argument("--agent", help="agent id owning the entry")
+    g = sub.add_parser("get", add_help=False, help="get KEY")
+    g.add_argument("key")
+    ns_opts(g)
+    q = sub.add_parser("search", add_help=False, help="search QUERY")
+    q.add_argument("query", nargs="+")
+    ns_opts(q)
+    q.add_argument("--mode", choices=("hybrid", "fts", "vector"), default="hybrid")
+    q.add_argument("--limit", type=_positive_int, default=10)
+    q.add_argument("--threshold", type=float)
+    q.add_argument("--agent", help="only entries of this agent (plus shared ones)")
+    ls = sub.add_parser("list", add_help=False, help="list entries, newest first")
+    ns_opts(ls)
+    ls.add_argument("--limit", type=_positive_int, default=20)
+    ls.add_argument("--offset", type=_positive_int, default=0)
+    ls.add_argument("--agent", help="only entries of this agent")
+    d = sub.add_parser("delete", add_help=False, help="delete KEY")
+    d.add_argument("key")
+    ns_opts(d)
+    return p
+
+
+def parse_memory_line(line: str, cell: str | None = None) -> MemoryArgs:
+    """Parse a ``%memory`` line; for ``%%memory store KEY`` the cell body is the text.
+
+    Raises:
+        MagicUsageError: Unknown subcommand or option, missing arguments, unbalanced quotes.
+    """
+    parser = memory_parser()
+    try:
+        tokens = shlex.split(line)
+    except ValueError as exc:
+        raise MagicUsageError(f"{parser.format_usage().strip()}\n%memory: error: {exc}") from None
+    if not tokens or tokens[0] in ("-h", "--help", "help"):
+        raise MagicUsageError(parser.format_help().strip())
+    ns = parser.parse_args(tokens)
+    values = vars(ns)
+    text = " ".join(values.pop("text", []) or [])
+    if cell is not None:
+        if ns.command != "store":
+            parser.error("only `%%memory store KEY` takes a cell body")
+        if text:
+            parser.error("with %%memory store the cell body is the text; give only KEY on the line")
+        text = cell.strip()
+    if ns.command == "store" and not text:
+        parser.error("store needs TEXT (or use %%memory store KEY with the text as the cell body)")
+    if "query" in values:
+        values["query"] = " ".join(values["query"])
+    tags = values.pop("tags", None)
+    return MemoryArgs(
+        text=text or None,
+        tags=tuple(t.strip() for t in tags.split(",") if t.strip()) if tags else (),
+        **values,
+    )

@@ -1,0 +1,266 @@
+"""The agent tree as plain data, built from the event stream, and its text/Markdown rendering.
+
+:class:`TreeState` folds outbound events (``agent-state``, ``text-delta``, ``tool-call``, ...)
+into one :class:`NodeState` per agent. :meth:`TreeState.to_tree` returns the same nested shape as
+``AgentRun.tree``, and :func:`tree_to_text` / :func:`tree_to_markdown` render either one; they
+are the fallback for front ends without widgets and what ``make demo`` prints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentstack_lab.events import (
+    AgentCompleted,
+    AgentState,
+    ErrorEvent,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    UserQuery,
+)
+
+__all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "STATUS_ICONS"]
+
+TERMINAL = frozenset({"completed", "failed", "stopped"})
+STATUS_ICONS = {
+    "pending": "○", "running": "◐", "waiting_user": "?", "completed": "✓", "failed": "✗", "stopped": "■",
+}
+
+
+def excerpt(text: str | None, limit: int = 80) -> str:
+    """One line of at most ``limit`` characters."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass
+class ToolCallState:
+    """One tool call and (once it returned) its result."""
+
+    tool: str
+    input: Any
+    output: Any = None
+    error: str | None = None
+    done: bool = False
+
+
+@dataclass
+class NodeState:
+    """What the views know about one agent."""
+
+    id: str
+    parent_id: str | None = None
+    type: str = "agent"
+    status: str = "pending"
+    prompt: str = ""
+    content: str = ""
+    result: str | None = None
+    error: str | None = None
+    depth: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    tools: list[ToolCallState] = field(default_factory=list)
+    queries: dict[str, UserQuery] = field(default_factory=dict)
+    children: list[str] = field(default_factory=list)
+    started: float | None = None
+    ended: float | None = None
+
+    @property
+    def pending_query(self) -> UserQuery | None:
+        """The oldest query still waiting for an answer."""
+        return next(iter(self.queries.values()), None)
+
+    def elapsed(self, now: float | None = None) -> float | None:
+        """Seconds since the agent started running (until it ended)."""
+        if self.started is None:
+            return None
+        end = self.ended if self.ended is not None else (now if now is not None else time.monotonic())
+        return max(0.0, end - self.started)
+
+
+def _num(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+class TreeState:
+    """Agents by id, folded from events; ``apply`` returns the ids of the nodes it changed."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.nodes: dict[str, NodeState] = {}
+        self.roots: list[str] = []
+        self._clock = clock
+
+    def node(self, agent_id: str) -> NodeState:
+        node = self.nodes.get(agent_id)
+        if node is None:
+            node = self.nodes[agent_id] = NodeState(id=agent_id)
+            self.roots.append(agent_id)
+        return node
+
+    def _set_parent(self, node: NodeState, parent_id: str | None) -> None:
+        if not parent_id or parent_id == node.parent_id or parent_id == node.id:
+            return
+        if node.id in self.roots:
+            self.roots.remove(node.id)
+        parent = self.node(parent_id)
+        node.parent_id = parent_id
+        if node.id not in parent.children:
+            parent.children.append(node.id)
+
+    def _set_status(self, node: NodeState, status: str) -> None:
+        if status == node.status:
+            return
+        now = self._clock()
+        if status == "running" and node.started is None:
+            node.started = now
+        if status in TERMINAL:
+            node.ended = now
+            node.queries.clear()
+        elif status != "waiting_user":
+            node.queries.clear()
+        node.status = status
+
+    def apply(self, event: Any) -> str | None:
+        """Fold one outbound event in; returns the id of the changed agent (or None)."""
+        agent_id = getattr(event, "agent_id", None)
+        if agent_id is None:
+            return None
+        node = self.node(agent_id)
+        if isinstance(event, AgentState):
+            s = event.state or {}
+            self._set_parent(node, s.get("parentId") or s.get("parent_id"))
+            node.type = s.get("type") or s.get("agentType") or node.type
+            node.prompt = s.get("prompt") or node.prompt
+            node.depth = _num(s.get("depth", node.depth))
+            if isinstance(s.get("usage"), dict):
+                node.usage = {k: _num(v) for k, v in s["usage"].items()}
+            if s.get("result") is not None:
+                node.result = str(s["result"])
+            if s.get("error"):
+                node.error = str(s["error"])
+            if s.get("status"):
+                self._set_status(node, s["status"])
+        elif isinstance(event, TextDelta):
+            node.content += event.delta
+        elif isinstance(event, ToolCall):
+            node.tools.append(ToolCallState(tool=event.tool, input=event.input))
+        elif isinstance(event, ToolResult):
+            call = next((t for t in reversed(node.tools) if t.tool == event.tool and not t.done), None)
+            if call is None:
+                call = ToolCallState(tool=event.tool, input=None)
+                node.tools.append(call)
+            call.output, call.error, call.done = event.output, event.error, True
+        elif isinstance(event, UserQuery):
+            node.queries[event.query_id] = event
+        elif isinstance(event, AgentCompleted):
+            node.result = event.result
+            self._set_status(node, "completed")
+        elif isinstance(event, ErrorEvent):
+            node.error = event.error
+            if node.status not in TERMINAL:
+                self._set_status(node, "stopped" if "stop" in event.error.lower() else "failed")
+        else:
+            return None
+        return agent_id
+
+    def extend(self, events: Iterable[Any]) -> None:
+        for event in events:
+            self.apply(event)
+
+    def answered(self, agent_id: str, query_id: str) -> None:
+        """Forget a query once it has been answered."""
+        node = self.nodes.get(agent_id)
+        if node is not None:
+            node.queries.pop(query_id, None)
+
+    def to_tree(self) -> list[dict[str, Any]]:
+        """Nested dicts in the shape of ``AgentRun.tree`` (one per root)."""
+
+        def build(node_id: str) -> dict[str, Any]:
+            n = self.nodes[node_id]
+            return {
+                "id": n.id, "parentId": n.parent_id, "type": n.type, "status": n.status, "prompt": n.prompt,
+                "content": n.content, "result": n.result, "error": n.error, "depth": n.depth,
+                "usage": dict(n.usage), "elapsed": n.elapsed(self._clock()),
+                "tools": [{"tool": t.tool, "error": t.error, "done": t.done} for t in n.tools],
+                "children": [build(c) for c in n.children],
+            }
+
+        return [build(r) for r in self.roots]
+
+
+def _usage_text(node: dict[str, Any]) -> str:
+    usage = node.get("usage") or {}
+    parts = []
+    if usage:
+        parts.append(f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens")
+    elapsed = node.get("elapsed")
+    if elapsed is None and node.get("startedAt") and node.get("endedAt"):
+        try:
+            elapsed = float(node["endedAt"]) - float(node["startedAt"])
+        except (TypeError, ValueError):
+            elapsed = None
+    if elapsed is not None:
+        parts.append(f"{elapsed:.1f}s")
+    return ", ".join(parts)
+
+
+def _as_list(tree: dict[str, Any] | list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    if tree is None:
+        return []
+    return tree if isinstance(tree, list) else [tree]
+
+
+def tree_to_text(tree: dict[str, Any] | list[dict[str, Any]] | None, *, width: int = 100) -> str:
+    """Plain-text rendering of a tree snapshot: one line per agent plus its result or error."""
+    lines: list[str] = []
+
+    def walk(node: dict[str, Any], prefix: str, last: bool, top: bool) -> None:
+        status = node.get("status", "pending")
+        branch = "" if top else ("└─ " if last else "├─ ")
+        usage = _usage_text(node)
+        lines.append(f"{prefix}{branch}{STATUS_ICONS.get(status, '·')} {node.get('type', 'agent')} [{status}] "
+                     f"{excerpt(node.get('prompt'), 60)}" + (f"  ({usage})" if usage else ""))
+        child_prefix = prefix + ("" if top else ("   " if last else "│  "))
+        detail = node.get("error") if status in ("failed", "stopped") else node.get("result")
+        if detail:
+            label = "error" if status in ("failed", "stopped") else "result"
+            lines.append(f"{child_prefix}   {label}: {excerpt(detail, width)}")
+        kids = node.get("children") or []
+        for i, child in enumerate(kids):
+            walk(child, child_prefix, i == len(kids) - 1, False)
+
+    for root in _as_list(tree):
+        walk(root, "", True, True)
+    return "\n".join(lines) if lines else "(no agents yet)"
+
+
+def _fence(text: str) -> str:
+    ticks = 3
+    while "`" * ticks in text:
+        ticks += 1
+    return "`" * ticks
+
+
+def tree_to_markdown(tree: dict[str, Any] | list[dict[str, Any]] | None) -> str:
+    """Markdown rendering: the tree as an inert code block, then the root's answer, also fenced.
+
+    Model output is untrusted, so it only ever appears inside fenced blocks (never as live
+    Markdown or HTML).
+    """
+    roots = _as_list(tree)
+    text = tree_to_text(roots)
+    fence = _fence(text)
+    parts = [f"**Agent tree**\n\n{fence}text\n{text}\n{fence}"]
+    for root in roots:
+        answer = root.get("result") or root.get("error")
+        if answer:
+            f = _fence(answer)
+            parts.append(f"**{'Answer' if root.get('result') else 'Error'}**\n\n{f}text\n{answer}\n{f}")
+    return "\n\n".join(parts)

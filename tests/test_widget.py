@@ -1,0 +1,184 @@
+"""AgentTree driven by plain event lists: structure, sanitising, answers, and update coalescing."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import comm
+import pytest
+
+from agentstack_lab.events import AgentCompleted, AgentState, ErrorEvent, TextDelta, ToolCall, ToolResult, UserQuery
+from agentstack_lab.notebook.widget import DEFAULT_INTERVAL, AgentTree
+
+_ids = itertools.count()
+
+
+class CountingComm:
+    """A stand-in front-end channel that counts what the widgets send."""
+
+    sent: list[dict] = []
+
+    def __init__(self, target_name=None, data=None, metadata=None, buffers=None, comm_id=None, **kw):
+        self.comm_id = comm_id or f"comm-{next(_ids)}"
+        self.kernel = object()
+        self._cb = None
+
+    def send(self, data=None, metadata=None, buffers=None):
+        CountingComm.sent.append(data)
+
+    def on_msg(self, cb):
+        self._cb = cb
+
+    def close(self, *a, **k):
+        pass
+
+    def handle(self, data):
+        self._cb({"content": {"data": data}, "buffers": []})
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    CountingComm.sent = []
+    monkeypatch.setattr(comm, "create_comm", CountingComm)
+    return CountingComm.sent
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def state(agent_id, status, parent=None, **extra):
+    return AgentState(agent_id=agent_id, state={"status": status, "parentId": parent, **extra})
+
+
+def _updates(sent):
+    return [m for m in sent if m and m.get("method") == "update"]
+
+
+def test_tree_structure_status_and_content(sent):
+    tree = AgentTree(responder=lambda *a: None).extend([
+        state("root", "running", type="researcher", prompt="How are <b>sales</b> trending?"),
+        state("a", "running", "root", type="analyst", prompt="trend"),
+        state("b", "running", "root", type="coder", prompt="plot"),
+        TextDelta(agent_id="a", delta="Sales **rose** <script>alert(1)</script>"),
+        ToolCall(agent_id="b", tool="python", input={"code": "df.plot()"}),
+        ToolResult(agent_id="b", tool="python", output=None, error="NameError: df"),
+        ErrorEvent(agent_id="b", error="NameError: df"),
+        AgentCompleted(agent_id="a", result="up 10%"),
+        AgentCompleted(agent_id="root", result="Sales are up."),
+    ])
+    tree.flush()
+    views = tree._views
+    assert [v.box for v in views.values()][0] in tree.nodes_box.children
+    assert len(tree.nodes_box.children) == 1
+    assert [c for c in views["root"].children.children] == [views["a"].box, views["b"].box]
+    assert "agentstack-status-completed" in views["root"].box._dom_classes
+    assert "agentstack-status-failed" in views["b"].box._dom_classes
+    assert "<strong>rose</strong>" in views["a"].content.value and "<script" not in views["a"].content.value
+    assert "&lt;b&gt;sales" in views["root"].title.value  # prompts are escaped, not rendered
+    assert views["b"].tools.titles == ("python ✗",)
+    assert "Final answer" in views["root"].result.value and "Sales are up." in views["root"].result.value
+    assert views["root"].stop.disabled
+    text = tree.to_text()
+    assert text.splitlines()[0].startswith("✓ researcher [completed]")
+    assert "✗ coder [failed]" in text and "error: NameError: df" in text
+
+
+def test_child_before_parent_is_rehomed(sent):
+    tree = AgentTree()
+    tree.apply(state("kid", "running", type="coder"))
+    tree.apply(state("kid", "running", "root"))
+    tree.apply(state("root", "running", type="researcher"))
+    assert tree.nodes_box.children == (tree._views["root"].box,)
+    assert tree._views["root"].children.children == (tree._views["kid"].box,)
+
+
+def test_ten_thousand_deltas_bounded_updates(sent):
+    """10,000 deltas over 10 s of (fake) time: at most 2 * (1 + T / interval) content messages."""
+    clock = Clock()
+    tree = AgentTree(clock=clock)
+    tree.apply(state("root", "running", type="researcher", prompt="flood"))
+    before = len(_updates(sent))
+    for i in range(10_000):
+        clock.t += 0.001
+        tree.apply(TextDelta(agent_id="root", delta=f"w{i} "))
+    tree.flush()
+    flood = len(_updates(sent)) - before
+    bound = 2 * (1 + 10.0 / DEFAULT_INTERVAL)
+    assert flood <= bound, (flood, bound)
+    assert tree.flushes <= 1 + 1 + 10.0 / DEFAULT_INTERVAL + 1
+    assert flood >= 10  # the text did stream, just coalesced
+    assert tree._views["root"].content.value.count("w") == 10_000
+
+
+def test_instant_flood_is_one_redraw(sent):
+    clock = Clock()
+    tree = AgentTree(clock=clock)
+    tree.apply(state("root", "running"))
+    before = len(_updates(sent))
+    for i in range(10_000):
+        tree.apply(TextDelta(agent_id="root", delta="x"))
+    tree.flush()
+    assert len(_updates(sent)) - before <= 2
+    assert "x" * 10_000 in tree._views["root"].content.value
+
+
+async def test_timer_flushes_pending_deltas_on_the_loop(sent):
+    tree = AgentTree(interval=0.05)
+    tree.apply(state("root", "running"))
+    tree.apply(TextDelta(agent_id="root", delta="first"))  # drawn at once (interval elapsed)
+    tree.apply(TextDelta(agent_id="root", delta=" second"))  # coalesced, timer armed
+    assert "second" not in tree._views["root"].content.value
+    await asyncio.sleep(0.15)
+    assert "first second" in tree._views["root"].content.value
+
+
+def test_answers_through_buttons_and_custom_messages(sent):
+    answers, stops = [], []
+    tree = AgentTree(responder=lambda *a: answers.append(a), stopper=stops.append)
+    tree.extend([
+        state("root", "waiting_user"),
+        UserQuery(agent_id="root", query_id="q1", kind="clarification", prompt="Which **year**?"),
+    ])
+    view = tree._views["root"]
+    heading, box, row = view.query.children
+    assert "<strong>year</strong>" in heading.value
+    box.value = "2024"
+    row.children[0].click()
+    assert answers == [("root", "q1", "2024")]
+    assert view.query.children == ()  # answered: the box goes away
+
+    tree.extend([state("root", "waiting_user"),
+                 UserQuery(agent_id="root", query_id="q2", kind="approval", prompt="Run this?",
+                           options={"code": "x = 1"})])
+    heading, editor, row = view.query.children
+    approve, reject, edit = row.children
+    assert editor.value == "x = 1" and editor.disabled
+    edit.click()
+    editor.value = "x = 2"
+    approve.click()
+    assert answers[-1] == ("root", "q2", {"approved": True, "code": "x = 2"})
+
+    tree.extend([UserQuery(agent_id="root", query_id="q3", kind="approval", prompt="Run?", options={"code": "y"})])
+    tree.comm.handle({"method": "custom", "content": {"action": "respond", "agentId": "root", "queryId": "q3",
+                                                      "response": False}})
+    assert answers[-1] == ("root", "q3", False)
+    tree.comm.handle({"method": "custom", "content": {"action": "stop", "agentId": "root"}})
+    assert stops == ["root"]
+    tree.comm.handle({"method": "custom", "content": {"action": "respond", "agentId": "root", "queryId": "nope",
+                                                      "response": 1}})
+    assert "no pending question" in tree.notice.value and len(answers) == 3
+
+
+def test_mimebundle_has_text_fallbacks(sent):
+    tree = AgentTree().extend([state("root", "running", type="researcher", prompt="q"),
+                               AgentCompleted(agent_id="root", result="A ```fenced``` answer <script>")])
+    bundle = tree._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"].startswith("✓ researcher [completed] q")
+    assert "````text\nA ```fenced``` answer <script>\n````" in bundle["text/markdown"]
