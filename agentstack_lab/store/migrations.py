@@ -124,3 +124,131 @@ def engine_events(conn: Any) -> None:
             created_at REAL NOT NULL
         )""")
     conn.execute("CREATE INDEX events_run ON events(run_id, seq)")
+
+
+# --- foundation: memory, sessions, tasks, vectors (owner: foundation) ---------------------------
+
+
+@migration
+def foundation_memory(conn: Any) -> None:
+    """Memory entries (seed §2.1 plus content hash, tags, versions), FTS5 index kept in step by triggers.
+
+    ``rid`` is an explicit AUTOINCREMENT rowid so FTS and vector rows can never be re-pointed by a VACUUM.
+    The sqlite-vec table ``memory_vec`` is created by ``memory/vectors.py`` on first open, because its
+    dimension comes from the configured embedder (recorded in ``vector_index``).
+    """
+    conn.execute("""
+        CREATE TABLE memory (
+            rid INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            key TEXT NOT NULL,
+            namespace TEXT NOT NULL DEFAULT 'default',
+            content TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            agent_id TEXT DEFAULT NULL,
+            version INTEGER NOT NULL DEFAULT 1,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            UNIQUE (namespace, key)
+        )""")
+    conn.execute("CREATE INDEX idx_memory_ns_updated ON memory(namespace, updated_at)")
+    conn.execute("CREATE INDEX idx_memory_updated ON memory(updated_at)")
+    conn.execute("CREATE INDEX idx_memory_agent ON memory(agent_id)")
+    conn.execute("""
+        CREATE VIRTUAL TABLE memory_fts USING fts5(
+            key, content, content='memory', content_rowid='rid', tokenize='porter unicode61')""")
+    conn.execute("""
+        CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
+            INSERT INTO memory_fts(rowid, key, content) VALUES (NEW.rid, NEW.key, NEW.content);
+        END""")
+    conn.execute("""
+        CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, key, content) VALUES ('delete', OLD.rid, OLD.key, OLD.content);
+        END""")
+    conn.execute("""
+        CREATE TRIGGER memory_au AFTER UPDATE OF key, content ON memory BEGIN
+            INSERT INTO memory_fts(memory_fts, rowid, key, content) VALUES ('delete', OLD.rid, OLD.key, OLD.content);
+            INSERT INTO memory_fts(rowid, key, content) VALUES (NEW.rid, NEW.key, NEW.content);
+        END""")
+    # tags, previous versions and relationships hang off an entry and go with it (ON DELETE CASCADE)
+    conn.execute("""
+        CREATE TABLE memory_tags (
+            memory_rid INTEGER NOT NULL REFERENCES memory(rid) ON DELETE CASCADE,
+            tag TEXT NOT NULL,
+            PRIMARY KEY (memory_rid, tag)
+        ) WITHOUT ROWID""")
+    conn.execute("CREATE INDEX idx_memory_tags_tag ON memory_tags(tag)")
+    conn.execute("""
+        CREATE TABLE memory_versions (
+            memory_rid INTEGER NOT NULL REFERENCES memory(rid) ON DELETE CASCADE,
+            version INTEGER NOT NULL,
+            content TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (memory_rid, version)
+        )""")
+    conn.execute("""
+        CREATE TRIGGER memory_version_keep AFTER UPDATE OF content ON memory
+        WHEN OLD.content_hash IS NOT NEW.content_hash BEGIN
+            INSERT OR REPLACE INTO memory_versions (memory_rid, version, content, content_hash, metadata, updated_at)
+            VALUES (OLD.rid, OLD.version, OLD.content, OLD.content_hash, OLD.metadata, OLD.updated_at);
+        END""")
+    conn.execute("""
+        CREATE TABLE memory_relationships (
+            from_rid INTEGER NOT NULL REFERENCES memory(rid) ON DELETE CASCADE,
+            to_rid INTEGER NOT NULL REFERENCES memory(rid) ON DELETE CASCADE,
+            type TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (from_rid, to_rid, type)
+        )""")
+    conn.execute("CREATE INDEX idx_memory_rel_to ON memory_relationships(to_rid)")
+
+
+@migration
+def foundation_vectors(conn: Any) -> None:
+    """Embedder record (one row) and the change log that keeps in-memory vector copies in step."""
+    conn.execute("""
+        CREATE TABLE vector_index (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            embedder TEXT NOT NULL,
+            model TEXT NOT NULL,
+            dimensions INTEGER NOT NULL,
+            created_at REAL NOT NULL
+        )""")
+    conn.execute("CREATE TABLE memory_vec_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, rid INTEGER NOT NULL)")
+    conn.execute("""CREATE TRIGGER memory_vlog_ai AFTER INSERT ON memory BEGIN
+            INSERT INTO memory_vec_log (rid) VALUES (NEW.rid); END""")
+    conn.execute("""CREATE TRIGGER memory_vlog_ad AFTER DELETE ON memory BEGIN
+            INSERT INTO memory_vec_log (rid) VALUES (OLD.rid); END""")
+    conn.execute("""CREATE TRIGGER memory_vlog_au AFTER UPDATE OF content, namespace, agent_id ON memory BEGIN
+            INSERT INTO memory_vec_log (rid) VALUES (NEW.rid); END""")
+
+
+@migration
+def foundation_sessions_tasks(conn: Any) -> None:
+    """Sessions (seed §2.1) and tasks; a session's memory namespace is ``session:{id}``."""
+    conn.execute("""
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            name TEXT,
+            status TEXT NOT NULL CHECK (status IN ('active', 'ended')),
+            started_at REAL NOT NULL,
+            ended_at REAL,
+            metadata TEXT NOT NULL DEFAULT '{}'
+        )""")
+    conn.execute("CREATE INDEX idx_sessions_status ON sessions(status, started_at)")
+    conn.execute("""
+        CREATE TABLE tasks (
+            id TEXT PRIMARY KEY,
+            session_id TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+            agent_type TEXT NOT NULL,
+            status TEXT NOT NULL,
+            input TEXT,
+            output TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            completed_at REAL
+        )""")
+    conn.execute("CREATE INDEX idx_tasks_session ON tasks(session_id, status)")

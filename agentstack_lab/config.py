@@ -1,0 +1,253 @@
+"""Workspace configuration: ``agentstack.config.json``, validated with pydantic.
+
+The file is found by walking up from the working directory (or named by the
+``AGENTSTACK_CONFIG`` environment variable). String values may use ``${VAR}`` or
+``${VAR:-default}`` to read the environment. Every field has a default, so no
+file is needed. A wrong type or an unknown key is a :class:`ConfigError` whose
+message names the field path, e.g. ``memory.vector.dimensions: expected int``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError
+
+__all__ = ["Config", "ConfigError", "CONFIG_FILENAME", "find_config_file", "load_config", "mask_secrets"]
+
+CONFIG_FILENAME = "agentstack.config.json"
+ENV_VAR = "AGENTSTACK_CONFIG"
+
+
+class ConfigError(ValueError):
+    """The configuration file is missing, malformed or invalid; the message names the field."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# --- memory -------------------------------------------------------------------------------------
+class VectorConfig(_Section):
+    dimensions: int = Field(384, ge=8, le=8192)
+    cache: bool = True  # exact in-memory matrix kept in step with the vec0 table (see memory/vectors.py)
+
+
+class HybridConfig(_Section):
+    fts_weight: float = Field(1.0, ge=0)
+    vector_weight: float = Field(1.0, ge=0)
+    rrf_k: int = Field(60, ge=1)
+    # vector hits below this cosine similarity do not enter the fusion (unrelated entries add only noise)
+    min_vector_score: float = Field(0.05, ge=-1, le=1)
+
+
+class MemoryConfig(_Section):
+    embedder: str = "hash"
+    vector: VectorConfig = Field(default_factory=VectorConfig)
+    hybrid: HybridConfig = Field(default_factory=HybridConfig)
+
+
+# --- providers ----------------------------------------------------------------------------------
+class ProviderConfig(_Section):
+    model: str | None = None
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    timeout: float = Field(60.0, gt=0)
+    max_retries: int = Field(3, ge=0)
+
+
+class CliProviderConfig(_Section):
+    timeout: float = Field(300.0, gt=0)
+
+
+class ProvidersConfig(_Section):
+    default: str = "scripted"
+    anthropic: ProviderConfig = Field(default_factory=ProviderConfig)
+    openai: ProviderConfig = Field(default_factory=ProviderConfig)
+    ollama: ProviderConfig = Field(default_factory=ProviderConfig)
+    cli: CliProviderConfig = Field(default_factory=CliProviderConfig)
+
+
+# --- agents and services ------------------------------------------------------------------------
+class AgentsConfig(_Section):
+    default_type: str = "researcher"
+    max_depth: int = Field(2, ge=0)
+    max_children: int = Field(4, ge=0)
+    max_agents: int = Field(16, ge=1)
+    max_tokens: int | None = Field(None, ge=1)
+    timeout_s: float | None = Field(None, gt=0)
+    auto_approve: bool = False
+    executor: Literal["live", "subprocess"] = "live"
+
+
+class DriftConfig(_Section):
+    enabled: bool = False
+    threshold: float = Field(0.95, ge=0, le=1)
+    warning_threshold: float | None = Field(None, ge=0, le=1)
+    ancestor_depth: int = Field(3, ge=1)
+    behavior: Literal["warn", "prevent"] = "warn"
+
+
+class ConsensusConfig(_Section):
+    enabled: bool = False
+    require_for_risk_levels: list[Literal["low", "medium", "high"]] = Field(default_factory=lambda: ["high", "medium"])
+    reviewer_strategy: str = "adversarial"
+    timeout_s: float = Field(300.0, gt=0)
+    max_depth: int = Field(5, ge=1)
+    auto_reject: bool = False
+
+
+class WorkflowsConfig(_Section):
+    max_iterations: int = Field(3, ge=1)
+    cell_timeout: float = Field(600, gt=0)
+    pool_size: int = Field(2, ge=1)
+
+
+class MonitoringConfig(_Section):
+    enabled: bool = True
+    max_files_accessed: int = 50
+    max_api_calls: int = 100
+    max_subtasks_spawned: int = 20
+    max_time_without_deliverable_s: float = 1800.0
+    max_tokens_consumed: int = 500_000
+
+
+class PluginsConfig(_Section):
+    disabled: list[str] = Field(default_factory=list)
+
+
+class Config(_Section):
+    """The whole configuration; every section is defaulted."""
+
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
+    agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    drift: DriftConfig = Field(default_factory=DriftConfig)
+    consensus: ConsensusConfig = Field(default_factory=ConsensusConfig)
+    workflows: WorkflowsConfig = Field(default_factory=WorkflowsConfig)
+    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
+    plugins: PluginsConfig = Field(default_factory=PluginsConfig)
+
+    _source: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> Path | None:
+        """The file this configuration came from (``None``: defaults only)."""
+        return self._source
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: Path | None = None,
+                  env: dict[str, str] | None = None) -> Config:
+        """Validate ``data`` (after ``${VAR}`` interpolation); raise :class:`ConfigError` naming the field."""
+        env = dict(os.environ) if env is None else env
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source or 'config'}: expected a JSON object at the top level")
+        data = _interpolate(data, env, ())
+        try:
+            cfg = cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_format_errors(exc, source)) from None
+        cfg._source = source
+        return cfg
+
+    def to_public_dict(self) -> dict[str, Any]:
+        """The configuration as JSON-ready data with secrets masked."""
+        return mask_secrets(self.model_dump(mode="python"))
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _interpolate(value: Any, env: dict[str, str], path: tuple[str, ...]) -> Any:
+    if isinstance(value, dict):
+        return {k: _interpolate(v, env, (*path, str(k))) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, env, (*path, str(i))) for i, v in enumerate(value)]
+    if isinstance(value, str):
+        def sub(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"{'.'.join(path)}: environment variable {name} is not set")
+
+        return _VAR.sub(sub, value)
+    return value
+
+
+_EXPECTED = {
+    "int": "int", "float": "number", "bool": "bool", "string": "string", "list": "list",
+    "dict": "object", "model": "object", "literal": "one of", "greater": "value", "less": "value",
+}
+
+
+def _format_errors(exc: ValidationError, source: Path | None) -> str:
+    lines = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            msg = "unknown key"
+        elif kind.startswith(("int_", "float_", "bool_", "string_", "list_", "dict_", "model_")):
+            short = kind.split("_", 1)[0]
+            msg = f"expected {_EXPECTED.get(short, short)}"
+            if "parsing" in kind or "from_float" in kind:
+                msg += f", got {err.get('input')!r}"
+        elif kind == "literal_error":
+            msg = f"expected {err['ctx']['expected']}, got {err.get('input')!r}"
+        else:
+            msg = err["msg"].lower()
+        lines.append(f"{path}: {msg}")
+    if len(lines) == 1:
+        return lines[0] + (f" ({source})" if source else "")
+    return f"{len(lines)} errors{f' in {source}' if source else ''}: " + "; ".join(lines)
+
+
+def find_config_file(start: Path | None = None) -> Path | None:
+    """``$AGENTSTACK_CONFIG`` if set, else the nearest ``agentstack.config.json`` from ``start`` upwards."""
+    named = os.environ.get(ENV_VAR)
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{ENV_VAR}={named}: no such file")
+        return path.resolve()
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / CONFIG_FILENAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(path: str | Path | None = None, *, start: Path | None = None) -> Config:
+    """Load and validate the configuration (defaults when no file is found)."""
+    file = Path(path) if path is not None else find_config_file(start)
+    if file is None:
+        return Config()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read ({exc.strerror})") from None
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{file}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    return Config.from_dict(data, source=file.resolve())
+
+
+def mask_secrets(data: Any) -> Any:
+    """Replace every secret value with ``'***'`` (``None`` stays ``None``)."""
+    if isinstance(data, dict):
+        return {k: mask_secrets(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [mask_secrets(v) for v in data]
+    if isinstance(data, SecretStr):
+        return "***" if data.get_secret_value() else ""
+    if isinstance(data, Path):
+        return str(data)
+    return data

@@ -1,0 +1,475 @@
+"""The memory API: store, get, delete, list and search entries of the workspace database.
+
+``Memory`` is bound to an :class:`~agentstack_lab.memory.access.AccessContext`
+(unscoped for the user; :meth:`Memory.scoped` gives a session/agent view). Every
+operation checks the namespace it touches; search filters by namespace, session and
+agent inside the FTS and vector queries, never after them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from agentstack_lab.memory.access import (
+    AccessContext,
+    can_access_entry,
+    derive_namespace,
+    validate_access,
+)
+from agentstack_lab.memory.fts import fts_search
+from agentstack_lab.memory.hybrid import rrf_fuse
+from agentstack_lab.memory.vectors import VectorFilter, VectorIndex, vec_metadata
+
+if TYPE_CHECKING:
+    from agentstack_lab.config import MemoryConfig
+    from agentstack_lab.embeddings.registry import Embedder
+
+__all__ = ["Memory", "Entry", "SearchResult", "MemoryValidationError", "SearchMode"]
+
+SearchMode = Literal["hybrid", "fts", "vector"]
+MAX_KEY = 1024
+_COLS = "m.rid, m.id, m.key, m.namespace, m.content, m.content_hash, m.metadata, m.agent_id, m.version," \
+        " m.created_at, m.updated_at, (SELECT json_group_array(tag) FROM memory_tags t WHERE t.memory_rid = m.rid)"
+
+
+class MemoryValidationError(ValueError):
+    """Bad input to a memory operation (nothing was changed)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stored memory entry."""
+
+    id: str
+    key: str
+    namespace: str
+    content: str
+    agent_id: str | None = None
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    content_hash: str = ""
+    version: int = 1
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "key": self.key, "namespace": self.namespace, "content": self.content,
+                "agent_id": self.agent_id, "tags": list(self.tags), "metadata": dict(self.metadata),
+                "version": self.version, "created_at": self.created_at, "updated_at": self.updated_at}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A search hit: ``score`` in 0..1, ``snippet`` with ``<mark>`` around FTS matches, ``matched`` indexes."""
+
+    key: str
+    namespace: str
+    content: str
+    score: float
+    snippet: str
+    matched: set[str]
+    agent_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)   # per index: "fts" (BM25 0..1), "vector" (cosine)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "namespace": self.namespace, "content": self.content, "score": self.score,
+                "snippet": self.snippet, "matched": sorted(self.matched), "agent_id": self.agent_id,
+                "metadata": dict(self.metadata), "scores": dict(self.scores)}
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def _entry(row: Any) -> Entry:
+    return Entry(id=row[1], key=row[2], namespace=row[3], content=row[4], content_hash=row[5],
+                 metadata=json.loads(row[6]), agent_id=row[7], version=row[8], created_at=row[9],
+                 updated_at=row[10], tags=sorted(json.loads(row[11])) if row[11] else [])
+
+
+@dataclass
+class _Item:
+    key: str
+    content: str
+    namespace: str
+    agent_id: str | None
+    tags: list[str] | None
+    metadata: dict[str, Any] | None
+    hash: str = ""
+
+
+class Memory:
+    """Store and search the workspace's memory (one SQLite file: ``memory``, ``memory_fts``, ``memory_vec``)."""
+
+    def __init__(self, db: Any, *, embedder: Embedder, config: MemoryConfig | None = None,
+                 context: AccessContext | None = None, _index: VectorIndex | None = None):
+        from agentstack_lab.config import MemoryConfig
+
+        self.db = db
+        self.embedder = embedder
+        self.config = config or MemoryConfig()
+        self.context = context
+        if _index is None:
+            _index = VectorIndex(db, dimensions=embedder.dimensions, use_cache=self.config.vector.cache)
+            _index.ensure(embedder.name, embedder.model)
+        self.index = _index
+
+    def scoped(self, session_id: str | None = None, *, agent_id: str | None = None,
+               include_shared: bool = True) -> Memory:
+        """A view of the same memory acting for a session (and optionally an agent within it)."""
+        ctx = AccessContext(session_id=session_id, agent_id=agent_id, include_shared=include_shared)
+        return Memory(self.db, embedder=self.embedder, config=self.config, context=ctx, _index=self.index)
+
+    def __repr__(self) -> str:
+        return f"Memory({self.db!r}, context={self.context!r})"
+
+    # --- validation ---------------------------------------------------------------------------------
+    def _namespace(self, namespace: str | None, operation: str) -> str:
+        ns = derive_namespace(self.context, namespace)
+        if not isinstance(ns, str) or not ns.strip() or ns != ns.strip():
+            raise MemoryValidationError(f"namespace must be a non-empty string without surrounding spaces, got {ns!r}")
+        validate_access(self.context, ns, operation)
+        return ns
+
+    def _item(self, key: Any, content: Any, namespace: str | None, agent_id: Any, tags: Any,
+              metadata: Any, where: str = "") -> _Item:
+        if not isinstance(key, str) or not key.strip():
+            raise MemoryValidationError(f"{where}key must be a non-empty string, got {key!r}")
+        if len(key) > MAX_KEY:
+            raise MemoryValidationError(f"{where}key is {len(key)} characters; the limit is {MAX_KEY}")
+        if not isinstance(content, str):
+            raise MemoryValidationError(f"{where}content must be a string, got {type(content).__name__}")
+        if agent_id is None and self.context is not None:
+            agent_id = self.context.agent_id
+        if agent_id is not None and (not isinstance(agent_id, str) or not agent_id):
+            raise MemoryValidationError(f"{where}agent_id must be a non-empty string or None, got {agent_id!r}")
+        if tags is not None:
+            if isinstance(tags, str) or not all(isinstance(t, str) and t for t in tags):
+                raise MemoryValidationError(f"{where}tags must be a list of non-empty strings, got {tags!r}")
+            tags = sorted(set(tags))
+        if metadata is not None:
+            if not isinstance(metadata, Mapping):
+                raise MemoryValidationError(f"{where}metadata must be a dict, got {type(metadata).__name__}")
+            try:
+                json.dumps(metadata)
+            except (TypeError, ValueError) as exc:
+                raise MemoryValidationError(f"{where}metadata is not JSON-serialisable: {exc}") from None
+            metadata = dict(metadata)
+        ns = self._namespace(namespace, "write")
+        if self.context is not None and self.context.agent_id and agent_id != self.context.agent_id:
+            raise MemoryValidationError(f"{where}agent {self.context.agent_id!r} cannot write as agent {agent_id!r}")
+        return _Item(key, content, ns, agent_id, tags, metadata, content_hash(content))
+
+    # --- writes -------------------------------------------------------------------------------------
+    def store(self, key: str, content: str, *, namespace: str | None = None, agent_id: str | None = None,
+              tags: list[str] | None = None, metadata: dict[str, Any] | None = None) -> Entry:
+        """Insert or update the entry ``(namespace, key)``; unchanged content is not re-embedded.
+
+        On update, ``tags``/``metadata``/``agent_id`` left as ``None`` keep their stored values.
+        """
+        item = self._item(key, content, namespace, agent_id, tags, metadata)
+        self._write([item])
+        got = self._get(item.namespace, item.key)
+        assert got is not None
+        return got
+
+    def store_many(self, items: Iterable[Any], *, namespace: str | None = None,
+                   agent_id: str | None = None) -> int:
+        """Store many entries in one transaction with batched embedding; returns how many were written.
+
+        Each item is a mapping with ``key``, ``content`` and optional ``namespace``, ``agent_id``,
+        ``tags``, ``metadata``, or a ``(key, content)`` pair. All items are validated before anything
+        is written; a later duplicate of the same ``(namespace, key)`` wins.
+        """
+        parsed: dict[tuple[str, str], _Item] = {}
+        for i, raw in enumerate(items):
+            where = f"item {i}: "
+            if isinstance(raw, Mapping):
+                unknown = set(raw) - {"key", "content", "namespace", "agent_id", "tags", "metadata"}
+                if unknown:
+                    raise MemoryValidationError(f"{where}unknown field(s) {sorted(unknown)}")
+                it = self._item(raw.get("key"), raw.get("content"), raw.get("namespace", namespace),
+                                raw.get("agent_id", agent_id), raw.get("tags"), raw.get("metadata"), where)
+            elif isinstance(raw, (tuple, list)) and len(raw) == 2:
+                it = self._item(raw[0], raw[1], namespace, agent_id, None, None, where)
+            else:
+                raise MemoryValidationError(f"{where}expected a dict or a (key, content) pair, got {raw!r:.80}")
+            parsed[(it.namespace, it.key)] = it
+        return self._write(list(parsed.values()))
+
+    def _existing(self, conn: Any, items: list[_Item]) -> dict[tuple[str, str], tuple]:
+        found: dict[tuple[str, str], tuple] = {}
+        by_ns: dict[str, list[str]] = {}
+        for it in items:
+            by_ns.setdefault(it.namespace, []).append(it.key)
+        for ns, keys in by_ns.items():
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                rows = conn.execute(
+                    f"SELECT key, rid, content_hash, agent_id FROM memory WHERE namespace = ? AND key IN"
+                    f" ({','.join('?' * len(chunk))})", [ns, *chunk]).fetchall()
+                found.update({(ns, r[0]): (r[1], r[2], r[3]) for r in rows})
+        return found
+
+    def _embed(self, items: list[_Item]) -> dict[int, bytes]:
+        if not items:
+            return {}
+        vecs = np.asarray(self.embedder.embed([it.content for it in items]), dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape != (len(items), self.index.dimensions):
+            raise MemoryValidationError(f"embedder {self.embedder.name!r} returned shape {vecs.shape}, expected"
+                                        f" ({len(items)}, {self.index.dimensions})")
+        return {id(it): vecs[i].tobytes() for i, it in enumerate(items)}
+
+    def _write(self, items: list[_Item]) -> int:
+        if not items:
+            return 0
+        # embed outside the write lock whatever is new or changed in a snapshot read ...
+        before = self._existing(self.db.conn, items)
+        vectors = self._embed([it for it in items if (it.namespace, it.key) not in before
+                               or before[(it.namespace, it.key)][1] != it.hash])
+        now = time.time()
+        with self.db.transaction() as conn:
+            # ... and re-check inside it: another writer may have changed things meanwhile
+            existing = self._existing(conn, items)
+            need = [it for it in items if id(it) not in vectors and ((it.namespace, it.key) not in existing
+                                                                       or existing[(it.namespace, it.key)][1] != it.hash)]
+            vectors.update(self._embed(need))
+            new = [it for it in items if (it.namespace, it.key) not in existing]
+            old = [it for it in items if (it.namespace, it.key) in existing]
+            row = conn.execute("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memory'), 0),"
+                               " coalesce((SELECT max(rid) FROM memory), 0))").fetchone()
+            rids = {id(it): row[0] + 1 + i for i, it in enumerate(new)}
+            conn.executemany(
+                "INSERT INTO memory (rid, id, key, namespace, content, content_hash, metadata, agent_id,"
+                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(rids[id(it)], uuid.uuid4().hex, it.key, it.namespace, it.content, it.hash,
+                  json.dumps(it.metadata or {}), it.agent_id, now, now) for it in new])
+            self.index.add(conn, [(rids[id(it)], vectors[id(it)], *vec_metadata(it.namespace, it.agent_id))
+                                  for it in new])
+            tag_rows = [(rids[id(it)], t) for it in new for t in (it.tags or [])]
+            # updates: content (re-embed only if the hash changed), metadata/tags/agent when given
+            for it in old:
+                rid, old_hash, old_agent = existing[(it.namespace, it.key)]
+                if self.context is not None and self.context.agent_id and old_agent not in (None, self.context.agent_id):
+                    raise MemoryValidationError(f"entry {it.key!r} belongs to agent {old_agent!r}")
+                agent = it.agent_id if it.agent_id is not None else old_agent
+                changed = old_hash != it.hash
+                conn.execute(
+                    "UPDATE memory SET content = ?, content_hash = ?, metadata = coalesce(?, metadata),"
+                    " agent_id = ?, version = version + ?, updated_at = ? WHERE rid = ?",
+                    (it.content, it.hash, None if it.metadata is None else json.dumps(it.metadata), agent,
+                     1 if changed else 0, now, rid))
+                if changed or agent != old_agent:
+                    blob = vectors.get(id(it))
+                    if blob is None:
+                        blob = conn.execute("SELECT embedding FROM memory_vec WHERE rid = ?", (rid,)).fetchone()[0]
+                    self.index.remove(conn, [rid])
+                    self.index.add(conn, [(rid, blob, *vec_metadata(it.namespace, agent))])
+                if it.tags is not None:
+                    conn.execute("DELETE FROM memory_tags WHERE memory_rid = ?", (rid,))
+                    tag_rows += [(rid, t) for t in it.tags]
+            if tag_rows:
+                conn.executemany("INSERT OR IGNORE INTO memory_tags (memory_rid, tag) VALUES (?, ?)", tag_rows)
+            if len(items) > 100 or (new and rids[id(new[-1])] % 1000 == 0):
+                self.index.prune_log(conn)
+        return len(items)
+
+    def delete(self, key: str, *, namespace: str | None = None) -> bool:
+        """Delete one entry (with its FTS, vector, tag and version rows); ``False`` if it did not exist."""
+        ns = self._namespace(namespace, "delete")
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT rid, agent_id FROM memory WHERE namespace = ? AND key = ?", (ns, key)).fetchone()
+            if row is None:
+                return False
+            if self.context is not None and self.context.agent_id and row[1] not in (None, self.context.agent_id):
+                raise MemoryValidationError(f"entry {key!r} belongs to agent {row[1]!r}")
+            self.index.remove(conn, [row[0]])
+            conn.execute("DELETE FROM memory WHERE rid = ?", (row[0],))
+        return True
+
+    def delete_namespace(self, namespace: str) -> int:
+        """Delete every entry of ``namespace`` (and everything hanging off them); returns the count."""
+        ns = self._namespace(namespace, "delete")
+        with self.db.transaction() as conn:
+            return self._purge(conn, ns)
+
+    def _purge(self, conn: Any, namespace: str) -> int:
+        rids = [r[0] for r in conn.execute("SELECT rid FROM memory WHERE namespace = ?", (namespace,))]
+        self.index.remove(conn, rids)
+        conn.execute("DELETE FROM memory WHERE namespace = ?", (namespace,))
+        return len(rids)
+
+    # --- reads --------------------------------------------------------------------------------------
+    def _get(self, namespace: str, key: str) -> Entry | None:
+        row = self.db.conn.execute(f"SELECT {_COLS} FROM memory m WHERE m.namespace = ? AND m.key = ?",
+                                   (namespace, key)).fetchone()
+        return _entry(row) if row else None
+
+    def get(self, key: str, *, namespace: str | None = None) -> Entry | None:
+        """The entry ``(namespace, key)``, or ``None``; another agent's entry is not visible to an agent."""
+        ns = self._namespace(namespace, "read")
+        entry = self._get(ns, key)
+        if entry is not None and not can_access_entry(self.context, entry.namespace, entry.agent_id):
+            return None
+        return entry
+
+    def _where(self, namespace: str | None, agent_id: str | None, include_shared: bool) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if namespace is not None:
+            clauses.append("m.namespace = ?")
+            params.append(self._namespace(namespace, "read"))
+        else:
+            session = self.context.session_id if self.context else None
+            if session:
+                clauses.append("(substr(m.namespace, 1, 8) != 'session:' OR m.namespace = ?)")
+                params.append(f"session:{session}")
+            else:
+                clauses.append("substr(m.namespace, 1, 8) != 'session:'")
+        if agent_id is not None:
+            clauses.append("(m.agent_id = ? OR m.agent_id IS NULL)" if include_shared else "m.agent_id = ?")
+            params.append(agent_id)
+        return " AND ".join(clauses), params
+
+    def _filters(self, namespace: str | None, agent_id: str | None,
+                 include_shared: bool | None) -> tuple[str | None, str | None, bool]:
+        ctx = self.context
+        if ctx is not None and ctx.agent_id is not None:
+            if agent_id is not None and agent_id != ctx.agent_id:
+                raise MemoryValidationError(f"agent {ctx.agent_id!r} cannot read agent {agent_id!r}'s entries")
+            agent_id = ctx.agent_id
+        if include_shared is None:
+            include_shared = ctx.include_shared if ctx else True
+        if namespace is not None:
+            namespace = self._namespace(namespace, "read")
+        return namespace, agent_id, include_shared
+
+    def list(self, *, namespace: str | None = None, agent_id: str | None = None, include_shared: bool | None = None,
+             tag: str | None = None, limit: int = 50, offset: int = 0) -> builtins.list[Entry]:
+        """Entries newest first (by ``updated_at``), paginated with ``limit``/``offset``."""
+        if limit < 0 or offset < 0:
+            raise MemoryValidationError("limit and offset must be >= 0")
+        namespace, agent_id, include_shared = self._filters(namespace, agent_id, include_shared)
+        where, params = self._where(namespace, agent_id, include_shared)
+        if tag is not None:
+            where += " AND EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_rid = m.rid AND t.tag = ?)"
+            params.append(tag)
+        rows = self.db.query(f"SELECT {_COLS} FROM memory m WHERE {where} ORDER BY m.updated_at DESC, m.rid DESC"
+                             " LIMIT ? OFFSET ?", [*params, limit, offset])
+        return [_entry(r) for r in rows]
+
+    def count(self, *, namespace: str | None = None) -> int:
+        namespace, agent_id, include_shared = self._filters(namespace, None, None)
+        where, params = self._where(namespace, agent_id, include_shared)
+        return self.db.query(f"SELECT count(*) FROM memory m WHERE {where}", params)[0][0]
+
+    def history(self, key: str, *, namespace: str | None = None) -> builtins.list[dict[str, Any]]:
+        """Previous versions of an entry (oldest first), kept when its content changed."""
+        ns = self._namespace(namespace, "read")
+        rows = self.db.query("SELECT v.version, v.content, v.updated_at FROM memory_versions v JOIN memory m"
+                             " ON m.rid = v.memory_rid WHERE m.namespace = ? AND m.key = ? ORDER BY v.version",
+                             (ns, key))
+        return [{"version": r[0], "content": r[1], "updated_at": r[2]} for r in rows]
+
+    def search(self, query: str, mode: SearchMode = "hybrid", *, namespace: str | None = None,
+               agent_id: str | None = None, include_shared: bool | None = None, limit: int = 10,
+               threshold: float | None = None) -> builtins.list[SearchResult]:
+        """Search by keywords (FTS5/BM25), by meaning (vectors) or both fused with reciprocal rank fusion.
+
+        ``namespace=None`` searches every namespace this memory may see. ``threshold`` drops hits whose
+        score (0..1 in each mode) is below it. Any text is a valid query.
+        """
+        if mode not in ("hybrid", "fts", "vector"):
+            raise MemoryValidationError(f"mode must be 'hybrid', 'fts' or 'vector', got {mode!r}")
+        if not isinstance(query, str):
+            raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
+        if not isinstance(limit, int) or limit < 1:
+            raise MemoryValidationError(f"limit must be a positive int, got {limit!r}")
+        namespace, agent_id, include_shared = self._filters(namespace, agent_id, include_shared)
+        session = self.context.session_id if self.context else None
+        pool = limit if mode != "hybrid" else max(limit * 3, 30)
+        fts_hits: builtins.list[dict[str, Any]] = []
+        vec_hits: builtins.list[tuple[int, float]] = []
+        if mode in ("fts", "hybrid"):
+            where, params = self._where(namespace, agent_id, include_shared)
+            fts_hits = fts_search(self.db.conn, query, where, params, pool)
+        if mode in ("vector", "hybrid") and query.strip():
+            qv = self.embedder.embed([query])[0]
+            flt = VectorFilter(namespace=namespace, session_id=session, agent_id=agent_id,
+                               include_shared=include_shared)
+            vec_hits = self.index.search(qv, flt, pool)
+        if mode == "fts":
+            ranked = [(h["rid"], h["score"]) for h in fts_hits]
+        elif mode == "vector":
+            ranked = vec_hits
+        else:
+            h = self.config.hybrid
+            vec_hits = [(r, s) for r, s in vec_hits if s >= h.min_vector_score]
+            ranked = rrf_fuse({"fts": [x["rid"] for x in fts_hits], "vector": [r for r, _ in vec_hits]},
+                              {"fts": h.fts_weight, "vector": h.vector_weight}, k=h.rrf_k)
+        if threshold is not None:
+            ranked = [(rid, s) for rid, s in ranked if s >= threshold]
+        ranked = ranked[:limit]
+        return self._results(ranked, {h["rid"]: h for h in fts_hits}, dict(vec_hits))
+
+    def _results(self, ranked: builtins.list[tuple[int, float]], fts: dict[int, dict[str, Any]],
+                 vec: dict[int, float]) -> builtins.list[SearchResult]:
+        if not ranked:
+            return []
+        rids = [r for r, _ in ranked]
+        rows = {r[0]: r for r in self.db.query(
+            f"SELECT rid, key, namespace, content, agent_id, metadata FROM memory WHERE rid IN"
+            f" ({','.join('?' * len(rids))})", rids)}
+        out = []
+        for rid, score in ranked:
+            row = rows.get(rid)
+            if row is None or not can_access_entry(self.context, row[2], row[4]):
+                continue
+            matched = {name for name, hits in (("fts", fts), ("vector", vec)) if rid in hits}
+            scores = {**({"fts": fts[rid]["score"]} if rid in fts else {}), **({"vector": vec[rid]} if rid in vec else {})}
+            snippet = fts[rid]["snippet"] if rid in fts else _excerpt(row[3])
+            out.append(SearchResult(key=row[1], namespace=row[2], content=row[3], score=float(score),
+                                    snippet=snippet, matched=matched, agent_id=row[4],
+                                    metadata=json.loads(row[5]), scores=scores))
+        return out
+
+    # --- helpers ------------------------------------------------------------------------------------
+    def stats(self) -> dict[str, int]:
+        """Row counts of the memory table and its FTS and vector indexes (equal when consistent)."""
+        q = self.db.query
+        return {"memory": q("SELECT count(*) FROM memory")[0][0],
+                "fts": q("SELECT count(*) FROM memory_fts_docsize")[0][0],
+                "vector": q("SELECT count(*) FROM memory_vec_rowids")[0][0]}
+
+    def search_df(self, query: str, mode: SearchMode = "hybrid", **kwargs: Any):
+        """:meth:`search` as a pandas DataFrame (pandas imported on first use)."""
+        import pandas as pd
+
+        cols = ["key", "namespace", "score", "matched", "snippet", "content", "agent_id"]
+        rows = [r.to_dict() for r in self.search(query, mode, **kwargs)]
+        return pd.DataFrame(rows, columns=[*cols, "metadata", "scores"])[cols] if rows else pd.DataFrame(columns=cols)
+
+    def list_df(self, **kwargs: Any):
+        """:meth:`list` as a pandas DataFrame (pandas imported on first use)."""
+        import pandas as pd
+
+        cols = ["key", "namespace", "content", "agent_id", "tags", "version", "created_at", "updated_at"]
+        df = pd.DataFrame([e.to_dict() for e in self.list(**kwargs)], columns=[*cols, "id", "metadata"])
+        for c in ("created_at", "updated_at"):
+            df[c] = pd.to_datetime(df[c], unit="s")
+        return df[cols]
+
+
+def _excerpt(text: str, size: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= size else text[:size].rsplit(" ", 1)[0] + "…"

@@ -1,0 +1,109 @@
+"""Sessions: a session owns the memory namespace ``session:{id}``; ending it deletes that namespace.
+
+Ending a session removes, in one transaction, every entry of its namespace together
+with what hangs off them (FTS rows by trigger, vector rows, tags, versions and
+relationships by ``ON DELETE CASCADE``). Entries of other namespaces are untouched.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentstack_lab.memory.access import session_namespace
+
+__all__ = ["Session", "Sessions", "SessionError"]
+
+
+class SessionError(ValueError):
+    """Unknown session or invalid status transition (nothing was changed)."""
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    name: str | None
+    status: str                      # "active" | "ended"
+    started_at: float
+    ended_at: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    entries: int = 0                 # memory entries in its namespace now (for end(): how many were removed)
+
+    @property
+    def namespace(self) -> str:
+        return session_namespace(self.id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "status": self.status, "started_at": self.started_at,
+                "ended_at": self.ended_at, "metadata": dict(self.metadata), "namespace": self.namespace,
+                "entries": self.entries}
+
+
+class Sessions:
+    """Start, end and inspect sessions of one workspace database."""
+
+    def __init__(self, db: Any, memory: Any):
+        self.db = db
+        self.memory = memory
+
+    def _row(self, session_id: str) -> Any:
+        row = self.db.conn.execute("SELECT id, name, status, started_at, ended_at, metadata FROM sessions"
+                                   " WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionError(f"no session with id {session_id!r}")
+        return row
+
+    def _session(self, row: Any, entries: int | None = None) -> Session:
+        if entries is None:
+            entries = self.db.conn.execute("SELECT count(*) FROM memory WHERE namespace = ?",
+                                           (session_namespace(row[0]),)).fetchone()[0]
+        return Session(id=row[0], name=row[1], status=row[2], started_at=row[3], ended_at=row[4],
+                       metadata=json.loads(row[5]), entries=entries)
+
+    def start(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> Session:
+        """Open a new active session."""
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise SessionError(f"session name must be a non-empty string, got {name!r}")
+        try:
+            meta = json.dumps(metadata or {})
+        except (TypeError, ValueError) as exc:
+            raise SessionError(f"session metadata is not JSON-serialisable: {exc}") from None
+        sid = uuid.uuid4().hex[:12]
+        with self.db.transaction() as conn:
+            conn.execute("INSERT INTO sessions (id, name, status, started_at, metadata) VALUES (?, ?, 'active', ?, ?)",
+                         (sid, name, time.time(), meta))
+        return self.status(sid)
+
+    def end(self, session_id: str) -> Session:
+        """End an active session and delete its namespace; ``entries`` on the result = entries removed."""
+        with self.db.transaction() as conn:
+            row = self._row(session_id)
+            if row[2] != "active":
+                raise SessionError(f"session {session_id!r} is already {row[2]}; only an active session can end")
+            removed = self.memory._purge(conn, session_namespace(session_id))
+            conn.execute("UPDATE sessions SET status = 'ended', ended_at = ? WHERE id = ?", (time.time(), session_id))
+            row = self._row(session_id)
+        return self._session(row, entries=removed)
+
+    def status(self, session_id: str) -> Session:
+        return self._session(self._row(session_id))
+
+    def get(self, session_id: str) -> Session | None:
+        try:
+            return self.status(session_id)
+        except SessionError:
+            return None
+
+    def active(self) -> builtins.list[Session]:
+        """Active sessions, most recent first."""
+        return self.list(status="active")
+
+    def list(self, *, status: str | None = None, limit: int = 100) -> builtins.list[Session]:
+        where, params = ("WHERE status = ?", [status]) if status else ("", [])
+        rows = self.db.query(f"SELECT id, name, status, started_at, ended_at, metadata FROM sessions {where}"
+                             " ORDER BY started_at DESC LIMIT ?", [*params, limit])
+        return [self._session(r) for r in rows]

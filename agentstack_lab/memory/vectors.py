@@ -1,0 +1,286 @@
+"""Vector index: a sqlite-vec ``vec0`` table (the source of truth) plus an exact in-memory matrix.
+
+Why the matrix: the sqlite-vec 0.1.9 wheel is built without SIMD, so its brute-force
+KNN scans 100k x 384 floats in ~65 ms, about 4-5x slower than one numpy BLAS call over
+the same float32 matrix. So each :class:`VectorIndex` keeps an exact copy of the
+``memory_vec`` rows in a numpy matrix, loaded lazily on the first vector search and
+kept in step with the table through ``memory_vec_log``: triggers on ``memory`` append
+the rowid of every inserted, updated or deleted entry, in this process or any other.
+Before each search the index reads the log's high-water mark (one indexed lookup) and
+re-reads only the rows that changed, or reloads everything when the log was pruned
+past its position. Results are therefore exact (recall 1.0 against brute force), and
+namespace / session / agent filters are applied as a mask *before* top-k, inside the
+search. With the cache disabled (``memory.vector.cache = false``) the same filters go
+into sqlite-vec's KNN query (``embedding MATCH ? AND k = ?`` plus metadata columns).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agentstack_lab.memory.access import extract_session_id
+
+__all__ = ["VectorIndex", "VectorFilter", "EmbedderMismatchError", "vec_metadata"]
+
+MAX_K = 4096          # sqlite-vec's KNN limit
+LOG_KEEP = 200_000    # log rows kept; a reader further behind reloads in full
+
+
+class EmbedderMismatchError(RuntimeError):
+    """The database's vectors were made by another embedder or dimension than the one configured."""
+
+
+@dataclass(frozen=True)
+class VectorFilter:
+    """Which rows a search may return; applied inside the search, before top-k."""
+
+    namespace: str | None = None     # one namespace, or None for every namespace visible to `session_id`
+    session_id: str | None = None    # the caller's session (its namespace is visible when namespace is None)
+    agent_id: str | None = None      # only this agent's rows (plus shared ones when include_shared)
+    include_shared: bool = True
+
+
+def vec_metadata(namespace: str, agent_id: str | None) -> tuple[str, str, str]:
+    """The vec0 metadata columns (namespace, session, agent) for an entry; '' stands for none."""
+    return namespace, extract_session_id(namespace) or "", agent_id or ""
+
+
+class _Matrix:
+    """Exact float32 copy of ``memory_vec`` with per-row filter codes."""
+
+    def __init__(self, dims: int, cap: int = 1024):
+        self.dims = dims
+        self.n = 0
+        self.mat = np.zeros((cap, dims), dtype=np.float32)
+        self.rids = np.zeros(cap, dtype=np.int64)
+        self.alive = np.zeros(cap, dtype=bool)
+        self.ns = np.zeros(cap, dtype=np.int32)
+        self.sess = np.zeros(cap, dtype=np.int32)
+        self.agent = np.zeros(cap, dtype=np.int32)
+        self.pos: dict[int, int] = {}
+        self.codes: dict[str, dict[str, int]] = {"ns": {}, "sess": {"": 0}, "agent": {"": 0}}
+        self.last_seq = 0
+
+    def _code(self, kind: str, value: str) -> int:
+        table = self.codes[kind]
+        code = table.get(value)
+        if code is None:
+            code = table[value] = len(table) + (1 if kind == "ns" else 0)
+        return code
+
+    def _grow(self, need: int) -> None:
+        cap = len(self.rids)
+        if need <= cap:
+            return
+        new = max(need, cap * 2)
+        for name in ("mat", "rids", "alive", "ns", "sess", "agent"):
+            old = getattr(self, name)
+            arr = np.zeros((new, *old.shape[1:]), dtype=old.dtype)
+            arr[:cap] = old
+            setattr(self, name, arr)
+
+    def put(self, rows: list[tuple[int, bytes, str, str, str]]) -> None:
+        fresh = [r for r in rows if r[0] not in self.pos]
+        self._grow(self.n + len(fresh))
+        for rid, blob, ns, sess, agent in rows:
+            i = self.pos.get(rid)
+            if i is None:
+                i = self.pos[rid] = self.n
+                self.n += 1
+            self.mat[i] = np.frombuffer(blob, dtype=np.float32)
+            self.rids[i] = rid
+            self.alive[i] = True
+            self.ns[i] = self._code("ns", ns)
+            self.sess[i] = self._code("sess", sess)
+            self.agent[i] = self._code("agent", agent)
+
+    def drop(self, rids: list[int]) -> None:
+        for rid in rids:
+            i = self.pos.pop(rid, None)
+            if i is not None:
+                self.alive[i] = False
+
+    def dead(self) -> int:
+        return self.n - len(self.pos)
+
+    def mask(self, f: VectorFilter) -> np.ndarray | None:
+        n = self.n
+        m = self.alive[:n].copy()
+        if f.namespace is not None:
+            code = self.codes["ns"].get(f.namespace)
+            if code is None:
+                return None
+            m &= self.ns[:n] == code
+        else:
+            sess = self.sess[:n]
+            code = self.codes["sess"].get(f.session_id or "", -1) if f.session_id else 0
+            m &= (sess == 0) | (sess == code)
+        if f.agent_id is not None:
+            code = self.codes["agent"].get(f.agent_id, -1)
+            own = self.agent[:n] == code
+            m &= (own | (self.agent[:n] == 0)) if f.include_shared else own
+        return m
+
+    def search(self, q: np.ndarray, f: VectorFilter, k: int) -> list[tuple[int, float]]:
+        mask = self.mask(f)
+        if mask is None or self.n == 0:
+            return []
+        idx = np.flatnonzero(mask)
+        if len(idx) == 0:
+            return []
+        if len(idx) == self.n:
+            scores = self.mat[:self.n] @ q
+        elif len(idx) * 4 < self.n:      # selective filter: score only the candidates
+            scores = self.mat[idx] @ q
+        else:
+            scores = self.mat[:self.n] @ q
+            scores = scores[idx]
+        k = min(k, len(idx))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(idx) else np.arange(len(idx))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(self.rids[idx[t]]), float(scores[t])) for t in top]
+
+
+class VectorIndex:
+    """The ``memory_vec`` vec0 table and its exact in-memory mirror for one database."""
+
+    def __init__(self, db: Any, *, dimensions: int, use_cache: bool = True):
+        self.db = db
+        self.dimensions = dimensions
+        self.use_cache = use_cache
+        self._lock = threading.RLock()
+        self._matrix: _Matrix | None = None
+
+    # --- schema ---------------------------------------------------------------------------------
+    def ensure(self, embedder_name: str, model: str) -> None:
+        """Create the vec0 table for this dimension, or check the recorded embedder matches."""
+        d = self.dimensions
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1").fetchone()
+            if row is None:
+                conn.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec USING vec0(rid integer primary key,"
+                    f" embedding float[{d}] distance_metric=cosine, namespace text, session text, agent text)")
+                conn.execute("INSERT INTO vector_index (id, embedder, model, dimensions, created_at)"
+                             " VALUES (1, ?, ?, ?, ?)", (embedder_name, model, d, time.time()))
+                return
+        if (row[0], row[1], row[2]) != (embedder_name, model, d):
+            raise EmbedderMismatchError(
+                f"{self.db.path}: its vectors were made by embedder {row[0]!r} (model {row[1]!r}, {row[2]} dims)"
+                f" but the configuration asks for {embedder_name!r} (model {model!r}, {d} dims); set"
+                f" memory.embedder / memory.vector.dimensions to match, or use a new database")
+
+    # --- writes (inside the caller's transaction) -------------------------------------------------
+    def add(self, conn: Any, rows: list[tuple[int, bytes, str, str, str]]) -> None:
+        """Insert ``(rid, float32 bytes, namespace, session, agent)`` rows."""
+        if rows:
+            conn.executemany("INSERT INTO memory_vec (rid, embedding, namespace, session, agent)"
+                             " VALUES (?, ?, ?, ?, ?)", rows)
+
+    def remove(self, conn: Any, rids: list[int]) -> None:
+        if rids:
+            conn.executemany("DELETE FROM memory_vec WHERE rid = ?", [(r,) for r in rids])
+
+    def prune_log(self, conn: Any) -> None:
+        conn.execute("DELETE FROM memory_vec_log WHERE seq <= (SELECT seq FROM sqlite_sequence"
+                     " WHERE name = 'memory_vec_log') - ?", (LOG_KEEP,))
+
+    # --- search ---------------------------------------------------------------------------------
+    def search(self, query: np.ndarray, flt: VectorFilter, k: int,
+               threshold: float | None = None) -> list[tuple[int, float]]:
+        """Top-``k`` ``(rid, cosine similarity)`` among rows passing ``flt``, best first."""
+        k = max(0, min(int(k), MAX_K))
+        if k == 0:
+            return []
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self.dimensions:
+            raise ValueError(f"query vector has {q.shape[0]} dimensions, the index has {self.dimensions}")
+        if self.use_cache:
+            with self._lock:
+                matrix = self._refresh()
+                hits = matrix.search(q, flt, k)
+        else:
+            hits = self._knn(q, flt, k)
+        if threshold is not None:
+            hits = [h for h in hits if h[1] >= threshold]
+        return hits
+
+    def _knn(self, q: np.ndarray, f: VectorFilter, k: int) -> list[tuple[int, float]]:
+        where, params = ["embedding MATCH ?", "k = ?"], [q.tobytes(), k]
+        if f.namespace is not None:
+            where.append("namespace = ?")
+            params.append(f.namespace)
+        elif f.session_id:
+            where.append("session IN ('', ?)")
+            params.append(f.session_id)
+        else:
+            where.append("session = ''")
+        if f.agent_id is not None:
+            where.append("agent IN ('', ?)" if f.include_shared else "agent = ?")
+            params.append(f.agent_id)
+        rows = self.db.query(f"SELECT rid, distance FROM memory_vec WHERE {' AND '.join(where)}"
+                             " ORDER BY distance", params)
+        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+    def loaded(self) -> bool:
+        return self._matrix is not None
+
+    def _refresh(self) -> _Matrix:
+        conn = self.db.conn
+        own_txn = not conn.in_transaction
+        if own_txn:
+            conn.execute("BEGIN")   # one snapshot for the high-water mark and the rows
+        try:
+            row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_vec_log'").fetchone()
+            top = int(row[0]) if row else 0
+            m = self._matrix
+            if m is not None and top == m.last_seq:
+                return m
+            if m is not None:
+                first = conn.execute("SELECT min(seq) FROM memory_vec_log").fetchone()[0]
+                changed = [r[0] for r in conn.execute(
+                    "SELECT DISTINCT rid FROM memory_vec_log WHERE seq > ?", (m.last_seq,))]
+                behind = first is not None and first > m.last_seq + 1
+                if not behind and len(changed) <= max(2000, len(m.pos) // 4):
+                    self._apply(conn, m, changed)
+                    m.last_seq = top
+                    if m.dead() > max(1024, m.n // 2):
+                        self._matrix = m = self._load(conn, top)
+                    return m
+            self._matrix = m = self._load(conn, top)
+            return m
+        finally:
+            if own_txn:
+                conn.execute("COMMIT")
+
+    def _load(self, conn: Any, top: int) -> _Matrix:
+        rows = conn.execute("SELECT rid, embedding, namespace, session, agent FROM memory_vec").fetchall()
+        m = _Matrix(self.dimensions, cap=max(1024, int(len(rows) * 1.25)))
+        if rows:
+            n = len(rows)
+            m.mat[:n] = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(n, self.dimensions)
+            m.rids[:n] = [r[0] for r in rows]
+            m.alive[:n] = True
+            m.ns[:n] = [m._code("ns", r[2]) for r in rows]
+            m.sess[:n] = [m._code("sess", r[3]) for r in rows]
+            m.agent[:n] = [m._code("agent", r[4]) for r in rows]
+            m.pos = {int(r[0]): i for i, r in enumerate(rows)}
+            m.n = n
+        m.last_seq = top
+        return m
+
+    def _apply(self, conn: Any, m: _Matrix, rids: list[int]) -> None:
+        found: list[tuple[int, bytes, str, str, str]] = []
+        for i in range(0, len(rids), 500):
+            chunk = rids[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            found += [tuple(r) for r in conn.execute(
+                f"SELECT rid, embedding, namespace, session, agent FROM memory_vec WHERE rid IN ({marks})", chunk)]
+        present = {r[0] for r in found}
+        m.drop([r for r in rids if r not in present])
+        m.put(found)  # overwrites in place: embedding, namespace and agent may all have changed
