@@ -1,0 +1,251 @@
+"""Workflow data: phases, findings, phase results, the running context and the report (seed §5.2).
+
+Everything here is plain dataclasses with ``to_dict()`` giving the camelCase JSON that
+``report.schema.json`` describes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+Phase = Literal["inventory", "analysis", "sync", "consistency", "adversarial", "reconciliation"]
+Severity = Literal["low", "medium", "high"]
+Verdict = Literal["PASS", "FAIL"]
+
+PHASES: tuple[str, ...] = ("inventory", "analysis", "sync", "consistency", "adversarial", "reconciliation")
+SEVERITIES: tuple[str, ...] = ("low", "medium", "high")
+
+__all__ = [
+    "PHASES",
+    "SEVERITIES",
+    "DocumentInfo",
+    "Finding",
+    "Phase",
+    "PhaseResult",
+    "Severity",
+    "Verdict",
+    "WorkflowConfig",
+    "WorkflowContext",
+    "WorkflowEvent",
+    "WorkflowReport",
+]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(dt: datetime) -> str:
+    return dt.isoformat().replace("+00:00", "Z")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return value.to_dict() if hasattr(value, "to_dict") else dataclasses.asdict(value)
+    if isinstance(value, datetime):
+        return _iso(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+@dataclass(kw_only=True)
+class Finding:
+    """Something a phase found: a claim and what contradicted it."""
+
+    claim: str
+    contradiction: str
+    severity: Severity = "medium"
+    evidence: list[str] = field(default_factory=list)
+    file: str | None = None
+    line: int | None = None
+    phase: str | None = None
+    iteration: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"finding severity must be one of {SEVERITIES}, got {self.severity!r}")
+        if isinstance(self.evidence, str):
+            self.evidence = [self.evidence]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {_camel(k): _jsonable(v) for k, v in dataclasses.asdict(self).items()}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass(kw_only=True)
+class DocumentInfo:
+    """One document found by the inventory phase."""
+
+    path: str
+    title: str | None = None
+    lines: int = 0
+    sections: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "title": self.title, "lines": self.lines, "sections": list(self.sections)}
+
+
+@dataclass(kw_only=True)
+class PhaseResult:
+    """The outcome of running one phase once."""
+
+    phase: str
+    success: bool = True
+    findings: list[Finding] = field(default_factory=list)
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    duration: float = 0.0
+    iteration: int = 1
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "phase": self.phase,
+            "success": self.success,
+            "iteration": self.iteration,
+            "duration": round(self.duration, 6),
+            "findings": [f.to_dict() for f in self.findings],
+            "artifacts": _jsonable(self.artifacts),
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(kw_only=True)
+class WorkflowConfig:
+    """What to run: a name, the phases in order, the loop bound and free-form parameters."""
+
+    name: str
+    phases: tuple[str, ...] = ("inventory", "analysis", "sync", "consistency", "adversarial")
+    max_iterations: int = 3
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.phases if p not in PHASES]
+        if unknown:
+            raise ValueError(f"unknown workflow phase(s) {unknown}; valid phases: {list(PHASES)}")
+        if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
+            raise ValueError(f"max_iterations must be an integer >= 1, got {self.max_iterations!r}")
+
+
+@dataclass(kw_only=True)
+class WorkflowContext:
+    """The state a phase executor sees (seed §5.1 ``WorkflowContext``)."""
+
+    config: WorkflowConfig
+    current_phase: str | None = None
+    iteration: int = 1
+    results: list[PhaseResult] = field(default_factory=list)
+    inventory: list[DocumentInfo] = field(default_factory=list)
+    started_at: datetime = field(default_factory=_now)
+    verdict: Verdict | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def last(self, phase: str) -> PhaseResult | None:
+        """The most recent result of ``phase``, if it ran."""
+        for result in reversed(self.results):
+            if result.phase == phase:
+                return result
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkflowEvent:
+    """``workflow:start|complete|error``, ``phase:start|complete`` or ``finding``."""
+
+    type: Literal["workflow:start", "workflow:complete", "workflow:error", "phase:start", "phase:complete",
+                  "finding"]
+    workflow: str
+    phase: str | None = None
+    iteration: int | None = None
+    data: Any = None
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "workflow": self.workflow}
+        if self.phase is not None:
+            out["phase"] = self.phase
+        if self.iteration is not None:
+            out["iteration"] = self.iteration
+        if self.data is not None:
+            out["data"] = _jsonable(self.data)
+        return out
+
+
+@dataclass(kw_only=True)
+class WorkflowReport:
+    """The result of a workflow run (seed §5.2 ``WorkflowReport``)."""
+
+    workflow: str
+    started_at: datetime
+    completed_at: datetime
+    verdict: Verdict
+    phases: list[PhaseResult]
+    iterations: int
+    max_iterations: int
+    documents_scanned: int = 0
+    documents_updated: int = 0
+    sections_removed: int = 0
+    sections_added: int = 0
+    diagrams_updated: int = 0
+    parameters: dict[str, Any] = field(default_factory=dict)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def duration(self) -> float:
+        return (self.completed_at - self.started_at).total_seconds()
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for result in self.phases for f in result.findings]
+
+    @property
+    def confidence(self) -> str:
+        """high/medium/low from how the verdict was reached (seed: ``confidence: string``)."""
+        adversarial = [r for r in self.phases if r.phase == "adversarial"]
+        errored = any(r.error for r in self.phases)
+        if errored or not adversarial:
+            return "low"
+        if self.verdict == "PASS" and self.iterations == 1:
+            return "high"
+        return "medium"
+
+    def to_dict(self) -> dict[str, Any]:
+        by_severity = dict.fromkeys(SEVERITIES, 0)
+        for finding in self.findings:
+            by_severity[finding.severity] += 1
+        return {
+            "id": self.id,
+            "workflow": self.workflow,
+            "startedAt": _iso(self.started_at),
+            "completedAt": _iso(self.completed_at),
+            "duration": round(self.duration, 6),
+            "verdict": self.verdict,
+            "iterations": self.iterations,
+            "maxIterations": self.max_iterations,
+            "parameters": _jsonable(self.parameters),
+            "phases": [r.to_dict() for r in self.phases],
+            "summary": {
+                "documentsScanned": self.documents_scanned,
+                "documentsUpdated": self.documents_updated,
+                "sectionsRemoved": self.sections_removed,
+                "sectionsAdded": self.sections_added,
+                "diagramsUpdated": self.diagrams_updated,
+                "findingsTotal": sum(by_severity.values()),
+                "findingsBySeverity": by_severity,
+            },
+            "confidence": self.confidence,
+        }

@@ -1,0 +1,177 @@
+"""Kernels started ahead of time, each used for exactly one run and then discarded.
+
+A :class:`KernelPool` keeps ``size`` ready kernels (manager + connected client). ``acquire()``
+hands one out and starts a replacement in the background; ``discard()`` kills a used kernel, so
+no run ever sees another run's variables or imports. With ``fork=True`` (the default where
+possible) kernels are forked from a pre-warmed :class:`~agentstack_lab.workflows.zygote.Zygote`,
+which makes a fresh kernel cost a fraction of a normal start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["KernelLease", "KernelPool", "start_kernel"]
+
+
+@dataclass
+class KernelLease:
+    """A started kernel: its manager, a connected client, the kernel name and whether it was forked."""
+
+    km: Any
+    kc: Any
+    kernel_name: str
+    forked: bool = False
+
+
+async def start_kernel(kernel_name: str, *, cwd: str | None = None, zygote: Any = None,
+                       startup_timeout: float = 60.0) -> KernelLease:
+    """Start one kernel (forked from ``zygote`` when given) and wait until it answers."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    if zygote is not None:
+        from agentstack_lab.workflows.zygote import ZygoteKernelManager
+
+        km = ZygoteKernelManager(zygote, kernel_name=kernel_name)
+    else:
+        km = AsyncKernelManager(kernel_name=kernel_name)
+    await km.start_kernel(cwd=cwd or os.getcwd())
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=startup_timeout)
+    except BaseException:
+        kc.stop_channels()
+        with contextlib.suppress(Exception):
+            await km.shutdown_kernel(now=True)
+        raise
+    kc.allow_stdin = False
+    forked = type(getattr(km.provisioner, "process", None)).__name__ == "_ForkedProcess"
+    return KernelLease(km=km, kc=kc, kernel_name=kernel_name, forked=forked)
+
+
+async def discard_kernel(lease: KernelLease) -> None:
+    """Stop a used kernel at once (it is never reused) and release its resources."""
+    with contextlib.suppress(Exception):
+        lease.kc.stop_channels()
+    with contextlib.suppress(Exception):
+        if await lease.km.is_alive():
+            await lease.km.shutdown_kernel(now=True)
+    with contextlib.suppress(Exception):
+        await lease.km.cleanup_resources()
+
+
+class KernelPool:
+    """A pool of ready, never-reused kernels.
+
+    Args:
+        size: How many kernels to keep ready.
+        kernel_name: Kernelspec name (``python3`` by default).
+        cwd: Working directory the kernels start in.
+        fork: Fork kernels from a zygote when the kernelspec is a plain ipykernel (falls back to
+            ordinary starts otherwise, or if the zygote cannot start).
+    """
+
+    def __init__(self, size: int = 2, kernel_name: str = "python3", *, cwd: str | None = None,
+                 fork: bool = True, startup_timeout: float = 60.0):
+        if size < 1:
+            raise ValueError(f"pool size must be >= 1, got {size}")
+        self.size = size
+        self.kernel_name = kernel_name
+        self.cwd = cwd or os.getcwd()
+        self.fork = fork
+        self.startup_timeout = startup_timeout
+        self.zygote: Any = None
+        self._ready: asyncio.Queue[KernelLease | BaseException] = asyncio.Queue()
+        self._tasks: set[asyncio.Task] = set()
+        self._closed = False
+        self.started = 0
+
+    async def start(self) -> KernelPool:
+        """Start the zygote (if forking) and the first ``size`` kernels in the background."""
+        if self.fork:
+            self.zygote = await asyncio.to_thread(self._start_zygote)
+        for _ in range(self.size):
+            self._refill()
+        return self
+
+    def _start_zygote(self) -> Any:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        from agentstack_lab.workflows.zygote import Zygote, ZygoteError, split_kernel_cmd
+
+        spec = KernelSpecManager().get_kernel_spec(self.kernel_name)
+        split = split_kernel_cmd(spec.argv)
+        if split is None:
+            return None
+        try:
+            return Zygote(split[0]).start(timeout=self.startup_timeout)
+        except (ZygoteError, OSError):
+            return None
+
+    def _refill(self) -> None:
+        if self._closed:
+            return
+
+        async def one() -> None:
+            try:
+                lease = await start_kernel(self.kernel_name, cwd=self.cwd, zygote=self.zygote,
+                                           startup_timeout=self.startup_timeout)
+            except BaseException as exc:  # handed to the next acquire()
+                await self._ready.put(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                return
+            self.started += 1
+            if self._closed:
+                await discard_kernel(lease)
+            else:
+                await self._ready.put(lease)
+
+        task = asyncio.ensure_future(one())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def acquire(self) -> KernelLease:
+        """Take a ready kernel (waiting for one if needed); a replacement starts at once."""
+        if self._closed:
+            raise RuntimeError("kernel pool is closed")
+        item = await self._ready.get()
+        self._refill()
+        if isinstance(item, BaseException):
+            raise RuntimeError(f"kernel {self.kernel_name!r} failed to start: {item}") from item
+        if not await item.km.is_alive():  # died while waiting: skip it
+            await discard_kernel(item)
+            return await self.acquire()
+        return item
+
+    def discard(self, lease: KernelLease) -> asyncio.Task:
+        """Kill a used kernel in the background (it is never handed out again)."""
+        task = asyncio.ensure_future(discard_kernel(lease))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def close(self) -> None:
+        """Stop every kernel the pool holds, then the zygote."""
+        self._closed = True
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=self.startup_timeout)
+        while not self._ready.empty():
+            item = self._ready.get_nowait()
+            if isinstance(item, KernelLease):
+                await discard_kernel(item)
+        if self.zygote is not None:
+            await asyncio.to_thread(self.zygote.close)
+            self.zygote = None
+
+    async def __aenter__(self) -> KernelPool:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
