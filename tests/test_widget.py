@@ -8,7 +8,15 @@ import itertools
 import comm
 import pytest
 
-from agentstack_lab.events import AgentCompleted, AgentState, ErrorEvent, TextDelta, ToolCall, ToolResult, UserQuery
+from agentstack_lab.events import (
+    AgentCompleted,
+    AgentState,
+    ErrorEvent,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    UserQuery,
+)
 from agentstack_lab.notebook.widget import DEFAULT_INTERVAL, AgentTree
 
 _ids = itertools.count()
@@ -121,7 +129,7 @@ def test_instant_flood_is_one_redraw(sent):
     tree = AgentTree(clock=clock)
     tree.apply(state("root", "running"))
     before = len(_updates(sent))
-    for i in range(10_000):
+    for _i in range(10_000):
         tree.apply(TextDelta(agent_id="root", delta="x"))
     tree.flush()
     assert len(_updates(sent)) - before <= 2

@@ -27,7 +27,11 @@ QUERY_KINDS = ("clarification", "blocking", "final")
 
 
 class MagicUsageError(ValueError):
-    """A magic line could not be parsed; the message carries the usage."""
+    """A magic line could not be parsed; the message carries the usage (``help``: -h was asked for)."""
+
+    def __init__(self, message: str, *, help: bool = False):
+        super().__init__(message)
+        self.help = help
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,7 +82,7 @@ class AgentArgs:
 def agent_parser() -> argparse.ArgumentParser:
     """The ``%agent`` argument parser (also the source of its help text)."""
     p = _Parser(prog="%agent", add_help=False, description="Run a recursive agent on PROMPT.",
-                usage="%agent [options] PROMPT   |   %%agent [options] (cell body = prompt)")
+                usage="%%agent [options] PROMPT   |   %%%%agent [options] (cell body = prompt)")
     p.add_argument("-h", "--help", action="store_true", help="show this help")
     p.add_argument("-t", "--type", help="agent type of the root agent (default: config agents.default_type)")
     p.add_argument("-p", "--provider", help="model provider, e.g. scripted, anthropic, openai, ollama")
@@ -99,7 +103,15 @@ def agent_parser() -> argparse.ArgumentParser:
     return p
 
 
-_TOKEN = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|\S+)""")
+_TOKEN = re.compile(r"""\s*((?:[^\s"']+|"(?:[^"\\]|\\.)*"|'[^']*')+)""")
+
+
+def _unquote(token: str) -> str:
+    try:
+        parts = shlex.split(token)
+    except ValueError:
+        return token
+    return parts[0] if len(parts) == 1 else token
 
 
 def _split_options(parser: argparse.ArgumentParser, line: str) -> tuple[list[str], str]:
@@ -116,7 +128,7 @@ def _split_options(parser: argparse.ArgumentParser, line: str) -> tuple[list[str
             return tokens, ""
         raw = m.group(1)
         if expect_value:
-            tokens.append(shlex.split(raw)[0] if raw[0] in "\"'" else raw)
+            tokens.append(_unquote(raw))
             expect_value = False
             pos = m.end()
             continue
@@ -125,7 +137,7 @@ def _split_options(parser: argparse.ArgumentParser, line: str) -> tuple[list[str
         if not raw.startswith("-") or raw == "-":
             return tokens, line[m.start(1):].strip()
         name = raw.split("=", 1)[0]
-        tokens.append(raw)
+        tokens.append(_unquote(raw))
         expect_value = takes_value.get(name, False) and "=" not in raw
         pos = m.end()
 
@@ -140,7 +152,7 @@ def parse_agent_line(line: str, cell: str | None = None) -> AgentArgs:
     tokens, rest = _split_options(parser, line)
     ns = parser.parse_args(tokens)
     if ns.help:
-        raise MagicUsageError(parser.format_help().strip())
+        raise MagicUsageError(parser.format_help().strip(), help=True)
     if cell is not None:
         if rest:
             parser.error(f"unexpected text after the options: {rest!r} (with %%agent the cell body is the prompt)")
@@ -220,7 +232,7 @@ def parse_memory_line(line: str, cell: str | None = None) -> MemoryArgs:
     except ValueError as exc:
         raise MagicUsageError(f"{parser.format_usage().strip()}\n%memory: error: {exc}") from None
     if not tokens or tokens[0] in ("-h", "--help", "help"):
-        raise MagicUsageError(parser.format_help().strip())
+        raise MagicUsageError(parser.format_help().strip(), help=True)
     ns = parser.parse_args(tokens)
     values = vars(ns)
     text = " ".join(values.pop("text", []) or [])

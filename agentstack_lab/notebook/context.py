@@ -102,7 +102,11 @@ def describe(name: str, obj: Any) -> str:
         return f"`{name}`: {kind}, shape {tuple(obj.shape)}, dtype {obj.dtype}"
     if inspect.isroutine(obj) or inspect.isclass(obj):
         try:
-            sig = str(inspect.signature(obj))
+            sig = str(inspect.signature(obj, eval_str=True))
+        except Exception:
+            sig = None
+        try:
+            sig = sig or str(inspect.signature(obj))
         except (TypeError, ValueError):
             sig = "(...)"
         doc = inspect.getdoc(obj) or ""

@@ -1,0 +1,337 @@
+"""IPython extension: ``%agent`` / ``%%agent`` and ``%memory`` / ``%%memory``.
+
+The magics are thin: parse the line into a typed object (:mod:`.args`), then call a plain
+function (:func:`start_agent`, :func:`agentstack_lab.notebook.memory_magic.run_memory`).
+Loading the extension imports nothing heavy; the engine, pandas and ipywidgets are imported when
+first used.
+
+``%agent`` without ``--wait`` starts the run as a task on the kernel's running asyncio loop and
+returns the :class:`AgentRun` at once (its display is the live widget). ``%agent --wait`` is
+rewritten by an input transformer into ``await ...`` on that same loop, so the cell blocks, the
+kernel's loop keeps running (ipykernel ≥ 7.4 still dispatches comm messages during an awaiting
+cell) and the value of the cell is the finished run. With no running loop (terminal IPython,
+plain scripts) the run is driven to completion on a private loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import weakref
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+
+from agentstack_lab.notebook.args import AgentArgs, MagicUsageError, parse_agent_line
+
+__all__ = [
+    "AgentstackMagics",
+    "AgentRunFailed",
+    "OneLineError",
+    "load_ipython_extension",
+    "unload_ipython_extension",
+    "start_agent",
+    "agent_awaitable",
+    "await_transformer",
+    "display_run",
+    "agent_tree",
+]
+
+_ENGINE_MODULES = ("agentstack_lab.engine.run", "agentstack_lab.engine")
+
+
+class OneLineError(Exception):
+    """An error IPython shows as one line (``Name: message``) instead of a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+class AgentRunFailed(OneLineError):
+    """``%agent --wait`` finished without a result."""
+
+
+def _usage(exc: Exception) -> UsageError:
+    return UsageError(str(exc))
+
+
+# -- the workspace ---------------------------------------------------------------------------------
+def _workspace(shell: Any) -> Any:
+    magics = _magics(shell)
+    if magics is not None:
+        return magics.workspace
+    from agentstack_lab.workspace import Workspace
+
+    return Workspace.open()
+
+
+def _magics(shell: Any) -> AgentstackMagics | None:
+    registry = getattr(getattr(shell, "magics_manager", None), "registry", {})
+    return registry.get("AgentstackMagics")
+
+
+# -- %agent ----------------------------------------------------------------------------------------
+def _check_names(args: AgentArgs, workspace: Any) -> tuple[str, Any]:
+    """Resolve the agent type and provider, failing with one line listing the valid names."""
+    from agentstack_lab.agents.registry import AgentRegistry
+    from agentstack_lab.providers.base import ProviderError
+    from agentstack_lab.providers.registry import get_provider, list_providers
+
+    agent_type = args.type or workspace.config.agents.default_type
+    registry = AgentRegistry()
+    if not registry.has(agent_type):
+        raise UsageError(f"unknown agent type {agent_type!r}; valid types: {', '.join(registry.list())}")
+    name = args.provider or workspace.config.providers.default
+    if name not in list_providers():
+        raise UsageError(f"unknown provider {name!r}; valid providers: {', '.join(list_providers())}")
+    overrides = {"model": args.model} if args.model else {}
+    try:
+        provider = get_provider(name, config=workspace.config, **overrides)
+    except ProviderError as exc:  # a missing key names its variable
+        raise UsageError(f"provider {name!r}: {exc}") from None
+    return agent_type, provider
+
+
+def _options(args: AgentArgs, workspace: Any) -> Any:
+    from agentstack_lab.engine import RunOptions
+
+    cfg = workspace.config.agents
+
+    def pick(value: Any, default: Any) -> Any:
+        return default if value is None else value
+
+    return RunOptions(
+        max_depth=pick(args.max_depth, cfg.max_depth),
+        max_children=pick(args.max_children, cfg.max_children),
+        max_agents=pick(args.max_agents, cfg.max_agents),
+        max_tokens=pick(args.max_tokens, cfg.max_tokens),
+        timeout_s=pick(args.timeout, cfg.timeout_s),
+        auto_approve=args.auto_approve or cfg.auto_approve,
+        subagents=args.subagents,
+        interactive=not args.wait,
+        answers=dict(args.answers),
+        executor=args.executor or cfg.executor,
+    )
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def build_run(shell: Any, args: AgentArgs, workspace: Any = None) -> Any:
+    """Create (but do not start) the ``AgentRun`` a parsed ``%agent`` line describes.
+
+    Raises:
+        UsageError: Unknown ``{name}``/``@name``, agent type or provider (one line each).
+    """
+    from agentstack_lab.notebook.context import UnknownVariableError, build_prompt
+
+    try:
+        prompt = build_prompt(args.prompt, shell.user_ns if shell is not None else {})
+    except UnknownVariableError as exc:
+        raise _usage(exc) from None
+    workspace = workspace if workspace is not None else _workspace(shell)
+    agent_type, provider = _check_names(args, workspace)
+    from agentstack_lab.engine import AgentRun
+
+    _install_run_helpers(AgentRun, shell)
+    return AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type,
+                    options=_options(args, workspace), model=args.model, session_id=args.session)
+
+
+async def _finish(run: Any) -> Any:
+    """Await a run; a run without a result raises :class:`AgentRunFailed` naming why."""
+    try:
+        await run
+    except asyncio.CancelledError:
+        run.stop()
+        raise
+    except Exception as exc:
+        if run.status not in ("failed", "stopped"):
+            raise AgentRunFailed(str(exc) or type(exc).__name__) from None
+    if run.status != "completed":
+        tree = run.tree or {}
+        raise AgentRunFailed(f"the run {run.status}: {tree.get('error') or 'no result'}")
+    return run
+
+
+def start_agent(shell: Any, args: AgentArgs, *, workspace: Any = None) -> Any:
+    """Start (or, with ``--wait`` and no running loop, complete) a run; returns the ``AgentRun``.
+
+    Raises:
+        UsageError: Bad names, or ``--wait`` where the kernel loop cannot be awaited.
+        AgentRunFailed: ``--wait`` and the run failed or was stopped.
+    """
+    loop = _running_loop()
+    if args.wait and loop is not None:
+        raise UsageError("%agent --wait must be a top-level statement of a cell (it is awaited on the kernel's "
+                         "loop); inside a block, start it without --wait and `await run` at top level")
+    run = build_run(shell, args, workspace)
+    if loop is None:
+        return asyncio.run(_finish(run))  # terminal IPython / scripts: nothing else can drive it
+    return run.start()
+
+
+def agent_awaitable(shell: Any, line: str, cell: str | None = None) -> Any:
+    """What the input transformer puts behind ``await`` for ``%agent --wait``: a coroutine → the run."""
+    try:
+        args = parse_agent_line(line, cell)
+    except MagicUsageError as exc:
+        raise _usage(exc) from None
+    run = build_run(shell, args)
+    run.start()
+    return _finish(run)
+
+
+def await_transformer(lines: list[str]) -> list[str]:
+    """Rewrite top-level ``%agent --wait`` / ``%%agent --wait`` calls into ``await`` expressions."""
+    out = []
+    for line in lines:
+        out.append(_rewrite(line) if "run_" in line and "agent" in line and not line[:1].isspace() else line)
+    return out
+
+
+def _rewrite(line: str) -> str:
+    stripped = line.rstrip("\n")
+    try:
+        tree = ast.parse(stripped)
+    except SyntaxError:
+        return line
+    if len(tree.body) != 1:
+        return line
+    stmt = tree.body[0]
+    call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            and call.func.attr in ("run_line_magic", "run_cell_magic")
+            and isinstance(call.func.value, ast.Call) and getattr(call.func.value.func, "id", "") == "get_ipython"
+            and len(call.args) >= 2 and all(isinstance(a, ast.Constant) for a in call.args[:3])
+            and call.args[0].value == "agent"):
+        return line
+    cell = call.args[2].value if call.func.attr == "run_cell_magic" and len(call.args) > 2 else None
+    try:
+        if not parse_agent_line(call.args[1].value, cell).wait:
+            return line
+    except MagicUsageError:
+        return line  # let the magic report it
+    target = ast.parse("__import__('agentstack_lab.notebook.magics', fromlist=['agent_awaitable'])"
+                       ".agent_awaitable", mode="eval").body
+    new = ast.Await(ast.Call(func=target, args=[call.func.value, *call.args[1:3]], keywords=[]))
+    stmt.value = new
+    return ast.unparse(ast.fix_missing_locations(tree)) + ("\n" if line.endswith("\n") else "")
+
+
+# -- display and helpers -----------------------------------------------------------------------------
+def agent_tree(run: Any, shell: Any = None) -> Any:
+    """The live ``AgentTree`` widget following ``run`` (one per run while the extension is loaded)."""
+    from agentstack_lab.notebook.widget import AgentTree
+
+    if shell is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    magics = _magics(shell)
+    trees = magics.trees if magics is not None else weakref.WeakKeyDictionary()
+    tree = trees.get(run)
+    if tree is None:
+        tree = trees[run] = AgentTree(run)
+    return tree
+
+
+def display_run(run: Any) -> bool:
+    """IPython display hook for ``AgentRun``: the live widget, with text/Markdown fallbacks."""
+    from IPython.display import display
+
+    display(agent_tree(run))
+    return True
+
+
+def events_frame(run: Any) -> Any:
+    """The run's event log as a pandas DataFrame (one row per event, wire field names as columns)."""
+    import pandas as pd
+
+    from agentstack_lab.events import to_wire
+
+    rows = [{"seq": i, **to_wire(e)} for i, e in enumerate(run.events)]
+    columns = ["seq", "type", "agentId"]
+    frame = pd.DataFrame.from_records(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    return frame[columns + [c for c in frame.columns if c not in columns]]
+
+
+def _install_run_helpers(run_cls: type, shell: Any) -> None:
+    if not hasattr(run_cls, "events_frame"):
+        run_cls.events_frame = events_frame  # type: ignore[attr-defined]
+    formatter = getattr(getattr(shell, "display_formatter", None), "ipython_display_formatter", None)
+    if formatter is not None:
+        formatter.for_type(run_cls, display_run)
+
+
+# -- the magics class --------------------------------------------------------------------------------
+@magics_class
+class AgentstackMagics(Magics):
+    """``%agent`` and ``%memory``."""
+
+    def __init__(self, shell: Any = None):
+        super().__init__(shell)
+        self._workspace = None
+        self.trees: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    @property
+    def workspace(self) -> Any:
+        """The workspace of this kernel, opened on first use (its database path is printed then)."""
+        if self._workspace is None:
+            from agentstack_lab.workspace import Workspace
+
+            self._workspace = Workspace.open()
+        return self._workspace
+
+    @no_var_expand
+    @line_cell_magic
+    def agent(self, line: str, cell: str | None = None) -> Any:
+        """Run a recursive agent: ``%agent [options] PROMPT`` or ``%%agent [options]`` + prompt body.
+
+        ``{name}`` interpolates a kernel value, ``@name`` attaches a description of a variable.
+        Without ``--wait`` the run starts in the background and the live tree is shown; ``%agent -h``
+        lists the options.
+        """
+        try:
+            args = parse_agent_line(line, cell)
+        except MagicUsageError as exc:
+            if exc.help:
+                print(exc)
+                return None
+            raise _usage(exc) from None
+        return start_agent(self.shell, args)
+
+    @line_cell_magic
+    def memory(self, line: str, cell: str | None = None) -> Any:
+        """Workspace memory: ``%memory store|get|search|list|delete ...`` (``%memory -h`` for options)."""
+        from agentstack_lab.notebook.memory_magic import run_memory_line
+
+        return run_memory_line(self, line, cell)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register the magics, the ``--wait`` transformer and the ``AgentRun`` display hook."""
+    if "AgentstackMagics" not in ipython.magics_manager.registry:
+        ipython.register_magics(AgentstackMagics)
+    if await_transformer not in ipython.input_transformers_post:
+        ipython.input_transformers_post.append(await_transformer)
+    formatter = ipython.display_formatter.ipython_display_formatter
+    for module in _ENGINE_MODULES:
+        formatter.for_type_by_name(module, "AgentRun", display_run)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Remove the transformer and close the workspace (the magics stay until the kernel restarts)."""
+    if await_transformer in ipython.input_transformers_post:
+        ipython.input_transformers_post.remove(await_transformer)
+    magics = _magics(ipython)
+    if magics is not None and magics._workspace is not None:
+        magics._workspace.close()
+        magics._workspace = None

@@ -1,0 +1,101 @@
+"""``%memory store|get|search|list|delete``: the workspace memory from a cell.
+
+Reads return pandas DataFrames (pandas is imported on first use); writes print one line; every
+error is one line naming what was wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from agentstack_lab.notebook.args import MagicUsageError, MemoryArgs, parse_memory_line
+from agentstack_lab.notebook.magics import OneLineError
+
+__all__ = ["MemoryError_", "run_memory", "run_memory_line", "SEARCH_COLUMNS", "ENTRY_COLUMNS"]
+
+SEARCH_COLUMNS = ["key", "namespace", "score", "matched", "snippet", "content"]
+ENTRY_COLUMNS = ["key", "namespace", "content", "agent_id", "tags", "created_at", "updated_at"]
+
+
+class MemoryError_(OneLineError):  # noqa: N801 - "MemoryError" is a builtin
+    """A ``%memory`` command failed (shown as one line)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"%memory: {self}"]
+
+
+def _record(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        data = dict(obj)
+    elif dataclasses.is_dataclass(obj):
+        data = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    elif hasattr(obj, "model_dump"):
+        data = obj.model_dump()
+    else:
+        data = dict(vars(obj))
+    for key, value in data.items():
+        if isinstance(value, (set, frozenset)):
+            data[key] = ",".join(sorted(map(str, value)))
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            data[key] = ",".join(value)
+    return data
+
+
+def _frame(records: list[dict[str, Any]], preferred: list[str]) -> Any:
+    import pandas as pd
+
+    frame = pd.DataFrame.from_records(records)
+    if frame.empty:
+        return pd.DataFrame(columns=preferred)
+    first = [c for c in preferred if c in frame.columns]
+    return frame[first + [c for c in frame.columns if c not in first]]
+
+
+def run_memory(memory: Any, args: MemoryArgs) -> Any:
+    """Execute one parsed ``%memory`` command against a ``Memory``; reads return DataFrames."""
+    ns = {"namespace": args.namespace} if args.namespace else {}
+    if args.command == "store":
+        entry = memory.store(args.key, args.text, agent_id=args.agent, tags=list(args.tags) or None, **ns)
+        where = getattr(entry, "namespace", args.namespace or "default")
+        print(f"stored {args.key!r} in namespace {where!r}")
+        return None
+    if args.command == "get":
+        entry = memory.get(args.key, **ns)
+        if entry is None:
+            raise MemoryError_(f"no entry {args.key!r} in namespace {args.namespace or 'default'!r}")
+        return _frame([_record(entry)], ENTRY_COLUMNS)
+    if args.command == "delete":
+        if not memory.delete(args.key, **ns):
+            raise MemoryError_(f"no entry {args.key!r} in namespace {args.namespace or 'default'!r}")
+        print(f"deleted {args.key!r} from namespace {args.namespace or 'default'!r}")
+        return None
+    if args.command == "list":
+        kwargs: dict[str, Any] = {"limit": args.limit, "offset": args.offset, **ns}
+        if args.agent:
+            kwargs["agent_id"] = args.agent
+        return _frame([_record(e) for e in memory.list(**kwargs)], ENTRY_COLUMNS)
+    results = memory.search(args.query, mode=args.mode, namespace=args.namespace, agent_id=args.agent,
+                            limit=args.limit, threshold=args.threshold)
+    return _frame([_record(r) for r in results], SEARCH_COLUMNS)
+
+
+def run_memory_line(magics: Any, line: str, cell: str | None = None) -> Any:
+    """Parse and run a ``%memory`` line for the magics' workspace."""
+    try:
+        args = parse_memory_line(line, cell)
+    except MagicUsageError as exc:
+        if exc.help:
+            print(exc)
+            return None
+        raise UsageError(str(exc)) from None
+    memory = magics.workspace.memory
+    try:
+        return run_memory(memory, args)
+    except MemoryError_:
+        raise
+    except Exception as exc:  # storage and access errors: one line, never a traceback
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        raise MemoryError_(f"{args.command} failed: {message}") from None
