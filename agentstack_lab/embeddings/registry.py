@@ -46,6 +46,11 @@ def register_builtin_embedders(register: Callable[..., None]) -> None:
     """Register the built-in embedders (called through the plugin hook)."""
     register("hash", _hash_factory)
     # providers helper: register("openai", ...) and register("ollama", ...) go below this line.
+    from agentstack_lab.embeddings import local, ollama, openai  # light: SDKs and models load on first use
+
+    register("openai", openai.factory)
+    register("ollama", ollama.factory)
+    register("local", local.factory)
 
 
 def _factories() -> dict[str, EmbedderFactory]:

