@@ -1,0 +1,604 @@
+"""An agent run: the tree of agents, its event stream, budgets, queries and interventions.
+
+Each agent is an asyncio task; children run concurrently. Every outbound event goes through
+:meth:`AgentRun.emit` on the run's loop, in one total order: kept in ``run.events``, handed to
+subscribers, and appended to the ``events`` table by the :class:`~agentstack_lab.engine.log.EventLog`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from agentstack_lab.agents.registry import AgentRegistry
+from agentstack_lab.engine.executors import Executor, make_executor
+from agentstack_lab.engine.log import EventLog
+from agentstack_lab.engine.state import AgentNode, snapshot_tree
+from agentstack_lab.events import (
+    AgentCompleted,
+    AgentState,
+    ErrorEvent,
+    GetAgentTree,
+    OutboundEvent,
+    StartAgent,
+    UserIntervention,
+    UserQuery,
+    UserResponse,
+    from_wire,
+)
+from agentstack_lab.providers.base import Usage
+
+__all__ = ["AgentRun", "RunOptions", "run_agent", "HeadlessQueryError", "BudgetExceededError", "AgentRunError",
+           "AgentFailedError"]
+
+log = logging.getLogger(__name__)
+QUERY_KINDS = ("clarification", "blocking", "approval", "final")
+
+
+class AgentRunError(RuntimeError):
+    """A run (or a forked agent) did not complete."""
+
+
+class HeadlessQueryError(AgentRunError):
+    """A headless run (``interactive=False``) needed an answer nobody gave: it fails closed."""
+
+
+class BudgetExceededError(AgentRunError):
+    """A depth, breadth, agent-count, token or wall-clock budget was hit."""
+
+
+class AgentFailedError(AgentRunError):
+    """The root agent failed (the message is its error)."""
+
+
+@dataclass(kw_only=True)
+class RunOptions:
+    """Limits and behaviour of one run (defaults match the ``agents`` config section)."""
+
+    max_depth: int = 2
+    max_children: int = 4
+    max_agents: int = 16
+    max_tokens: int | None = None
+    timeout_s: float | None = None
+    auto_approve: bool = False
+    subagents: bool = True
+    interactive: bool = True
+    answers: dict[str, Any] = field(default_factory=dict)
+    executor: str = "live"
+    max_turns: int = 8
+    final_question: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_depth", "max_children", "max_agents", "max_turns"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name in ("max_agents", "max_turns") else 0):
+                raise ValueError(f"RunOptions.{name} must be a {'positive' if name in ('max_agents', 'max_turns') else 'non-negative'} integer, got {value!r}")
+        if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens <= 0):
+            raise ValueError(f"RunOptions.max_tokens must be a positive integer or None, got {self.max_tokens!r}")
+        if self.timeout_s is not None and (not isinstance(self.timeout_s, int | float) or self.timeout_s <= 0):
+            raise ValueError(f"RunOptions.timeout_s must be > 0 or None, got {self.timeout_s!r}")
+        if self.executor not in ("live", "subprocess"):
+            raise ValueError(f"RunOptions.executor must be 'live' or 'subprocess', got {self.executor!r}")
+        bad = sorted(set(self.answers) - set(QUERY_KINDS))
+        if bad:
+            raise ValueError(f"RunOptions.answers: unknown query kinds {bad}; expected {', '.join(QUERY_KINDS)}")
+
+    @classmethod
+    def coerce(cls, value: Any, config: Any = None) -> RunOptions:
+        """From ``RunOptions``, a dict, or ``None`` (then the workspace's ``agents`` config section)."""
+        if isinstance(value, cls):
+            return value
+        base: dict[str, Any] = {}
+        agents_cfg = getattr(config, "agents", None)
+        if agents_cfg is not None:
+            base = {f.name: getattr(agents_cfg, f.name) for f in fields(cls) if hasattr(agents_cfg, f.name)}
+        if value is not None:
+            if not isinstance(value, dict):
+                raise TypeError(f"options must be RunOptions or a dict, got {type(value).__name__}")
+            unknown = sorted(set(value) - {f.name for f in fields(cls)})
+            if unknown:
+                raise ValueError(f"unknown run options {unknown}; valid: {', '.join(f.name for f in fields(cls))}")
+            base.update(value)
+        return cls(**base)
+
+
+class AgentRun:
+    """A recursive agent run; ``await run`` for the result, ``run.tree`` for a snapshot."""
+
+    HeadlessQueryError = HeadlessQueryError
+    BudgetExceededError = BudgetExceededError
+
+    def __init__(self, prompt: str, *, workspace: Any, provider: Any = None, agent_type: str | None = None,
+                 options: RunOptions | dict[str, Any] | None = None, model: str | None = None,
+                 session_id: str | None = None, executor: Executor | str | None = None,
+                 registry: AgentRegistry | None = None):
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("prompt must be a non-empty string")
+        config = getattr(workspace, "config", None)
+        self.options = RunOptions.coerce(options, config)
+        self.registry = registry or getattr(workspace, "agent_registry", None) or AgentRegistry()
+        agents_cfg = getattr(config, "agents", None)
+        self.default_type = getattr(agents_cfg, "default_type", None) or "researcher"
+        agent_type = agent_type or self.default_type
+        self.registry.get(agent_type)  # unknown type: clear error before anything starts
+        self.workspace = workspace
+        self.model = model
+        self.provider = self._resolve_provider(provider, config, model)
+        self.executor = make_executor(executor if executor is not None else self.options.executor)
+        self.prompt = prompt
+        self.agent_type = agent_type
+        self.id = str(uuid.uuid4())
+        self.session_id = session_id
+        self.nodes: dict[str, AgentNode] = {}
+        self.error: str | None = None
+        self._failure: BaseException | None = None
+        self._events: list[OutboundEvent] = []
+        self._subscribers: list[Callable[[OutboundEvent], Any]] = []
+        self._queries: dict[str, tuple[UserQuery, asyncio.Future[Any], Callable[[Any], Any] | None]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._log: EventLog | None = None
+        self._tokens = 0
+
+    @staticmethod
+    def _resolve_provider(provider: Any, config: Any, model: str | None) -> Any:
+        if provider is not None and not isinstance(provider, str):
+            if not callable(getattr(provider, "stream", None)):
+                raise TypeError(f"provider must be a name or have a stream() method, got {type(provider).__name__}")
+            return provider
+        from agentstack_lab.providers.registry import get_provider
+
+        name = provider or getattr(getattr(config, "providers", None), "default", None) or "scripted"
+        return get_provider(name, config=config, model=model)
+
+    # --- public surface -------------------------------------------------------------------
+
+    @property
+    def root_id(self) -> str:
+        return self.id
+
+    @property
+    def status(self) -> str:
+        root = self.nodes.get(self.id)
+        return root.status if root else "pending"
+
+    @property
+    def done(self) -> bool:
+        return self._task is not None and self._task.done()
+
+    @property
+    def result(self) -> str | None:
+        root = self.nodes.get(self.id)
+        return root.result if root else None
+
+    @property
+    def tree(self) -> dict[str, Any]:
+        return snapshot_tree(self.nodes, self.id)
+
+    @property
+    def events(self) -> list[OutboundEvent]:
+        return list(self._events)
+
+    @property
+    def pending_queries(self) -> list[UserQuery]:
+        return [q for q, fut, _ in self._queries.values() if not fut.done()]
+
+    def start(self) -> AgentRun:
+        """Schedule the run on the running loop and return at once."""
+        if self._task is None:
+            self._loop = asyncio.get_running_loop()
+            self._task = self._loop.create_task(self._main(), name=f"agentstack-run-{self.id[:8]}")
+        return self
+
+    def __await__(self):
+        return self.wait().__await__()
+
+    async def wait(self, *, raise_on_error: bool = True) -> str | None:
+        """Wait for the end; raise the failure (headless, budget, root failure) unless told not to."""
+        self.start()
+        assert self._task is not None
+        try:
+            await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            self.stop(reason="the awaiting code was cancelled")
+            raise
+        if raise_on_error and self._failure is not None:
+            raise self._failure
+        return self.result
+
+    def __aiter__(self) -> AsyncIterator[OutboundEvent]:
+        return self.stream()
+
+    async def stream(self) -> AsyncIterator[OutboundEvent]:
+        """All events of the run, from the first, until it ends (starts it if needed)."""
+        queue: asyncio.Queue[OutboundEvent] = asyncio.Queue()
+        unsubscribe = self.subscribe(queue.put_nowait, replay=True)
+        self.start()
+        assert self._task is not None
+        try:
+            while True:
+                if queue.empty() and self._task.done():
+                    return
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    yield getter.result()
+                else:
+                    getter.cancel()
+        finally:
+            unsubscribe()
+            if not self._task.done():
+                self.stop(reason="the event consumer went away")
+
+    def subscribe(self, callback: Callable[[OutboundEvent], Any], replay: bool = True) -> Callable[[], None]:
+        """Call ``callback(event)`` for every outbound event, in order; returns an unsubscribe function."""
+        if replay:
+            for ev in list(self._events):
+                self._deliver(callback, ev)
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def send(self, event: Any) -> Any:
+        """Handle an inbound event (dataclass or wire dict); ``get-agent-tree`` returns the tree."""
+        if isinstance(event, dict):
+            event = from_wire(event)
+        if isinstance(event, UserResponse):
+            return self.respond(event.query_id, event.response)
+        if isinstance(event, UserIntervention):
+            return self.intervene(event.agent_id, user_comment=event.user_comment,
+                                  user_content=event.user_content, status=event.status)
+        if isinstance(event, GetAgentTree):
+            return self.tree
+        if isinstance(event, StartAgent):
+            raise ValueError("start-agent begins a new run: create another AgentRun")
+        raise TypeError(f"cannot send {type(event).__name__} to a run")
+
+    def respond(self, query_id: str, response: Any) -> None:
+        """Answer a pending ``user-query``; an invalid answer raises and leaves the query pending."""
+        entry = self._queries.get(query_id)
+        if entry is None or entry[1].done():
+            pending = ", ".join(q.query_id for q in self.pending_queries) or "none"
+            raise KeyError(f"no pending query {query_id!r} (pending: {pending})")
+        query, fut, validate = entry
+        if validate is not None:
+            validate(response)
+        self._on_loop(lambda: fut.done() or fut.set_result(response))
+
+    def intervene(self, agent_id: str, *, user_comment: str | None = None, user_content: str | None = None,
+                  status: str | None = None) -> None:
+        """A comment for the agent's next model call, replaced content, or ``status="stopped"``."""
+        node = self._node(agent_id)
+        if status is not None and status != "stopped":
+            raise ValueError(f"an intervention can only set status 'stopped', got {status!r}")
+        if user_comment is None and user_content is None and status is None:
+            raise ValueError("an intervention needs user_comment, user_content or status")
+
+        def apply() -> None:
+            if user_comment is not None:
+                node.user_comment = user_comment
+                node.pending_comments.append(user_comment)
+            if user_content is not None:
+                node.content = user_content
+                node.metadata["contentReplaced"] = True
+                if node.status == "completed":
+                    node.result = user_content
+            if user_comment is not None or user_content is not None:
+                self.emit_state(node, with_content=user_content is not None)
+            if status == "stopped":
+                self._stop_subtree(node, "stopped by the user")
+
+        self._on_loop(apply)
+
+    def stop(self, agent_id: str | None = None, *, reason: str = "stopped by the user") -> None:
+        """Stop the whole run (no id) or one agent and its subtree."""
+        node = self._node(agent_id or self.id) if agent_id or self.nodes else None
+        if node is None:  # not started yet
+            if self._task is not None:
+                self._on_loop(self._task.cancel)
+            return
+        self._on_loop(lambda: self._stop_subtree(node, reason))
+
+    # --- used by the steps and tools ------------------------------------------------------------
+
+    def emit(self, event: OutboundEvent) -> None:
+        self._events.append(event)
+        if self._log is not None:
+            self._log.append(event)
+        for cb in list(self._subscribers):
+            self._deliver(cb, event)
+
+    def emit_state(self, node: AgentNode, *, with_content: bool = False) -> None:
+        self.emit(AgentState(agent_id=node.id, state=node.state(with_content=with_content)))
+        if self._log is not None:
+            self._log.agent_row(node.row(self.id, self.session_id))
+
+    def note(self, node: AgentNode, text: str) -> None:
+        """Record a notice (budget, fallback) in the agent's metadata."""
+        node.metadata.setdefault("notes", []).append(text)
+        self.emit_state(node)
+
+    def charge(self, node: AgentNode, usage: Usage) -> None:
+        """Add a model call's usage; hitting ``max_tokens`` stops the whole run."""
+        node.usage.add(usage)
+        self._tokens += usage.input_tokens + usage.output_tokens
+        self.emit_state(node)
+        limit = self.options.max_tokens
+        if limit is not None and self._tokens > limit:
+            reason = f"budget exceeded: max_tokens={limit} (the tree used {self._tokens} tokens)"
+            self._budget_stop(reason)
+            raise asyncio.CancelledError(reason)
+
+    async def ask(self, node: AgentNode, kind: str, prompt: str, options: dict[str, Any] | None = None, *,
+                  validate: Callable[[Any], Any] | None = None, optional: bool = False) -> Any:
+        """Ask the person; answers given up front are used first; headless with no answer fails closed."""
+        opts = self.options
+        if kind in opts.answers:
+            answer = opts.answers[kind]
+            self._record_answer(node, kind, prompt, answer, "answers")
+            return answer
+        if not opts.interactive:
+            if optional:
+                self.note(node, f"{kind} question skipped (headless): {prompt}")
+                return None
+            raise HeadlessQueryError(
+                f"agent {node.name} needs a {kind} answer ({prompt!r}) but the run is headless "
+                f"(interactive=False) and none was given; pass answers={{{kind!r}: ...}}"
+                + (" or auto_approve=True" if kind == "approval" else ""))
+        query = UserQuery(agent_id=node.id, query_id=str(uuid.uuid4()), kind=kind, prompt=prompt,  # type: ignore[arg-type]
+                          options=dict(options or {}))
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queries[query.query_id] = (query, fut, validate)
+        node.set_status("waiting_user")
+        self.emit_state(node)
+        self.emit(query)
+        try:
+            answer = await fut
+        finally:
+            self._queries.pop(query.query_id, None)
+        node.set_status("running")
+        self._record_answer(node, kind, prompt, answer, "user")
+        return answer
+
+    def _record_answer(self, node: AgentNode, kind: str, prompt: str, answer: Any, source: str) -> None:
+        shown = answer if kind != "approval" or not isinstance(answer, dict) else {"approved": answer.get("approved")}
+        node.metadata.setdefault("answers", []).append({"kind": kind, "question": prompt, "answer": shown,
+                                                        "source": source})
+        self.emit_state(node)
+
+    def spawn_child(self, parent: AgentNode, prompt: str, agent_type: str | None = None, *,
+                    origin: str = "fork") -> AgentNode:
+        """Create and start a child agent, within the depth, breadth and agent-count budgets."""
+        agent_type = agent_type or self.default_type
+        self.registry.get(agent_type)
+        opts = self.options
+        if parent.depth + 1 > opts.max_depth:
+            raise BudgetExceededError(f"max_depth={opts.max_depth} reached: agent {parent.name} at depth "
+                                      f"{parent.depth} cannot start a subagent")
+        if len(parent.subagents) >= opts.max_children:
+            raise BudgetExceededError(f"max_children={opts.max_children} reached for agent {parent.name}")
+        if len(self.nodes) >= opts.max_agents:
+            raise BudgetExceededError(f"max_agents={opts.max_agents} reached for this run")
+        if parent.terminal:
+            raise AgentRunError(f"agent {parent.name} is {parent.status} and cannot start subagents")
+        child = AgentNode(id=str(uuid.uuid4()), type=agent_type, prompt=prompt, depth=parent.depth + 1,
+                          parent_id=parent.id, metadata={"origin": origin})
+        self.nodes[child.id] = child
+        parent.subagents.append(child.id)
+        self.emit_state(child)
+        self.emit_state(parent)
+        child.task = asyncio.get_running_loop().create_task(self._agent(child), name=f"agentstack-{child.name}")
+        return child
+
+    def fork_from_thread(self, parent: AgentNode) -> Callable[..., str]:
+        """``fork(prompt, type=None)`` for code running in a worker thread: returns the child's id."""
+        loop = asyncio.get_running_loop()
+
+        def fork(prompt: str, type: str | None = None) -> str:  # noqa: A002
+            if not isinstance(prompt, str) or not prompt.strip():
+                raise ValueError("fork(prompt): prompt must be a non-empty string")
+
+            async def go() -> str:
+                return self.spawn_child(parent, prompt, type, origin="fork").id
+
+            return asyncio.run_coroutine_threadsafe(go(), loop).result()
+
+        return fork
+
+    def wait_from_thread(self) -> Callable[..., str]:
+        """``wait(handle, timeout=None)`` for worker threads: the child's result, or an error if it failed."""
+        loop = asyncio.get_running_loop()
+
+        def wait(handle: Any, timeout: float | None = None) -> str:
+            agent_id = getattr(handle, "id", handle)
+            node = self.nodes.get(agent_id)
+            if node is None:
+                raise ValueError(f"wait(): no agent {agent_id!r} in this run")
+
+            async def go() -> None:
+                if node.task is not None:
+                    await asyncio.shield(node.task)
+
+            asyncio.run_coroutine_threadsafe(go(), loop).result(timeout)
+            if node.status != "completed":
+                raise AgentRunError(f"forked agent {node.name} {node.status}: {node.error}")
+            return node.result or ""
+
+        return wait
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _node(self, agent_id: str) -> AgentNode:
+        node = self.nodes.get(agent_id)
+        if node is None:
+            raise KeyError(f"no agent {agent_id!r} in run {self.id}")
+        return node
+
+    def _on_loop(self, fn: Callable[[], Any]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            fn()
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop or not loop.is_running():
+            fn()
+        else:
+            loop.call_soon_threadsafe(fn)
+
+    def _deliver(self, callback: Callable[[OutboundEvent], Any], event: OutboundEvent) -> None:
+        try:
+            callback(event)
+        except Exception:  # a broken subscriber must not break the run
+            log.exception("agentstack-lab: event subscriber %r failed", callback)
+
+    def _subtree(self, node: AgentNode) -> list[AgentNode]:
+        out = [node]
+        for c in node.subagents:
+            out.extend(self._subtree(self.nodes[c]))
+        return out
+
+    def _stop_subtree(self, node: AgentNode, reason: str) -> None:
+        for n in self._subtree(node):
+            if n.terminal:
+                continue
+            n.stop_reason = n.stop_reason or reason
+            if n.task is not None and n.task is asyncio.current_task():
+                continue  # the caller raises CancelledError itself
+            if n.task is not None and not n.task.done():
+                n.task.cancel(reason)
+            elif n.status in ("pending", "running", "waiting_user"):
+                self._finish(n, "stopped", error=n.stop_reason)
+
+    def _budget_stop(self, reason: str) -> None:
+        if self._failure is None:
+            self._failure = BudgetExceededError(reason)
+            self.error = reason
+        root = self.nodes.get(self.id)
+        if root is not None:
+            self._stop_subtree(root, reason)
+
+    def _finish(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None) -> None:
+        node.set_status(status)
+        if status == "completed":
+            node.result = result
+            self.emit_state(node)
+            self.emit(AgentCompleted(agent_id=node.id, result=result or ""))
+        else:
+            node.error = error
+            self.emit_state(node)
+            self.emit(ErrorEvent(agent_id=node.id, error=error or status))
+
+    async def _agent(self, node: AgentNode) -> None:
+        from agentstack_lab.engine.steps import run_steps
+
+        try:
+            node.set_status("running")
+            self.emit_state(node)
+            result = await run_steps(self, node)
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            reason = node.stop_reason or (exc.args[0] if exc.args else None) or "stopped"
+            await self._settle_children(node, reason)
+            if not node.terminal:
+                self._finish(node, "stopped", error=reason)
+            return
+        except HeadlessQueryError as exc:
+            if self._failure is None:
+                self._failure, self.error = exc, str(exc)
+            self._finish(node, "failed", error=str(exc))
+            root = self.nodes[self.id]
+            if root is not node:
+                self._stop_subtree(root, f"run failed: {exc}")
+            return
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            await self._settle_children(node, f"parent {node.name} failed")
+            self._finish(node, "failed", error=error)
+            return
+        if node.terminal:
+            return
+        self._finish(node, "completed", result=result)
+
+    async def _settle_children(self, node: AgentNode, reason: str) -> None:
+        """Stop a failing or stopped agent's subtree and let the children record it."""
+        kids = [self.nodes[c] for c in node.subagents]
+        for k in kids:
+            self._stop_subtree(k, reason)
+        tasks = [k.task for k in kids if k.task is not None and not k.task.done()]
+        if tasks:
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _start_session(self) -> None:
+        if self.session_id is not None:
+            return
+        sessions = getattr(self.workspace, "sessions", None)
+        if sessions is not None:
+            try:
+                self.session_id = sessions.start(name=f"agent run {self.id[:8]}").id
+                return
+            except Exception as exc:  # noqa: BLE001 - fall back to the run's own namespace
+                log.warning("agentstack-lab: could not start a session for run %s: %s", self.id, exc)
+        self.session_id = self.id
+
+    async def _main(self) -> None:
+        db = getattr(self.workspace, "db", None)
+        if db is not None:
+            self._log = EventLog(db, self.id)
+            self._log.start()
+        watchdog = None
+        try:
+            self._start_session()
+            root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt,
+                             metadata={"provider": getattr(self.provider, "name", "?"),
+                                       "executor": self.executor.name, "sessionId": self.session_id})
+            self.nodes[root.id] = root
+            self.emit_state(root)
+            if self.options.timeout_s is not None:
+                watchdog = asyncio.get_running_loop().call_later(
+                    self.options.timeout_s, self._budget_stop,
+                    f"budget exceeded: timeout_s={self.options.timeout_s:g} (wall clock)")
+            root.task = asyncio.get_running_loop().create_task(self._agent(root), name=f"agentstack-{root.name}")
+            try:
+                await asyncio.shield(root.task)
+            except asyncio.CancelledError:
+                self._stop_subtree(root, root.stop_reason or "stopped by the user")
+                with contextlib.suppress(BaseException):
+                    await root.task
+            leftovers = [n.task for n in self.nodes.values() if n.task is not None and not n.task.done()]
+            for n in self.nodes.values():
+                if not n.terminal:
+                    self._stop_subtree(n, "the run ended")
+            if leftovers:
+                await asyncio.gather(*leftovers, return_exceptions=True)
+            if self._failure is None and root.status == "failed":
+                self._failure = AgentFailedError(root.error or "the root agent failed")
+                self.error = root.error
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            for _q, fut, _v in list(self._queries.values()):
+                fut.cancel()
+            if self._log is not None:
+                await self._log.close()
+
+
+async def run_agent(prompt: str, **kwargs: Any) -> AsyncIterator[OutboundEvent]:
+    """Run an agent and yield its events as they happen (same keyword arguments as :class:`AgentRun`)."""
+    run = AgentRun(prompt, **kwargs)
+    async for ev in run.stream():
+        yield ev

@@ -1,0 +1,230 @@
+"""The six steps of one agent, after the design seed's ``agent()`` generator.
+
+Clarify, blocking question, subquestions, spawn, main tool loop, summary (+ an optional final question).
+
+Clarification, blocking and final questions are asked by the root agent only (subagents work
+from their subquestion). Every model request carries ``metadata = {"step", "agent_type",
+"agent_id", "depth", "prompt"}`` so scripted providers can branch on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from agentstack_lab.engine import tools
+from agentstack_lab.events import TextDelta
+from agentstack_lab.providers.base import (
+    Completion,
+    Message,
+    ProviderRequest,
+    StopEvent,
+    TextBlock,
+    TextDeltaEvent,
+    ToolUseBlock,
+    ToolUseEvent,
+    UsageEvent,
+)
+from agentstack_lab.providers.complete import structured
+
+if TYPE_CHECKING:
+    from agentstack_lab.engine.run import AgentRun
+    from agentstack_lab.engine.state import AgentNode
+
+__all__ = ["Clarification", "BlockingQuestion", "Subquestion", "Subquestions", "FinalQuestion", "run_steps"]
+
+
+class Clarification(BaseModel):
+    needs_clarification: bool = Field(description="True only if the request is too ambiguous to start")
+    question: str | None = Field(default=None, description="The one question to ask the user")
+
+
+class BlockingQuestion(BaseModel):
+    has_question: bool = Field(description="True if something must be known from the user before work starts")
+    question: str | None = None
+
+
+class Subquestion(BaseModel):
+    question: str
+    agent_type: str = "researcher"
+
+
+class Subquestions(BaseModel):
+    subquestions: list[Subquestion] = Field(default_factory=list, max_length=4,
+                                            description="0-4 independent subquestions worth exploring in parallel")
+
+
+class FinalQuestion(BaseModel):
+    has_question: bool = Field(description="True if one follow-up question to the user would improve the answer")
+    question: str | None = None
+
+
+_STEP_INSTRUCTIONS = {
+    "clarify": "Decide whether the request is too ambiguous to start. Ask only if truly necessary.",
+    "blocking": "Decide whether anything must be known from the user before starting. Usually nothing.",
+    "subquestions": ("Split the request into 0-4 independent subquestions worth exploring in parallel by "
+                     "subagents, each with the best agent type from: {types}. Return none if the request is simple."),
+    "main": "Answer the request. Use the tools when they help; be concise.",
+    "summary": "Merge your answer with the subagents' results into one final answer. State failed subagents as such.",
+    "final": "Decide whether one follow-up question to the user would clearly improve the final answer.",
+}
+
+
+def _request(run: AgentRun, node: AgentNode, step: str, messages: list[Message], **kw: Any) -> ProviderRequest:
+    definition = run.registry.get(node.type)
+    instruction = _STEP_INSTRUCTIONS[step].format(types=", ".join(run.registry.list()))
+    return ProviderRequest(system=f"{definition.system_prompt}\n\n# Current step\n{instruction}",
+                           messages=messages, model=run.model,
+                           metadata={"step": step, "agent_type": node.type, "agent_id": node.id,
+                                     "depth": node.depth, "prompt": node.prompt}, **kw)
+
+
+def _with_comments(node: AgentNode, messages: list[Message]) -> list[Message]:
+    """Inject pending user comments into the next model call (and the agent's conversation)."""
+    if not node.pending_comments:
+        return messages
+    text = "\n".join(f"User comment: {c}" for c in node.pending_comments)
+    node.pending_comments.clear()
+    if messages and messages[-1].role == "user":
+        last = messages[-1]
+        content = (f"{last.content}\n\n{text}" if isinstance(last.content, str)
+                   else [*last.content, TextBlock(text=text)])
+        return [*messages[:-1], Message(role="user", content=content)]
+    return [*messages, Message(role="user", content=text)]
+
+
+async def _structured(run: AgentRun, node: AgentNode, step: str, schema: type[BaseModel], context: str) -> Any:
+    messages = _with_comments(node, [Message(role="user", content=context)])
+    value, completion = await structured(run.provider, _request(run, node, step, messages), schema)
+    run.charge(node, completion.usage)
+    return value
+
+
+async def _stream(run: AgentRun, node: AgentNode, request: ProviderRequest) -> Completion:
+    out = Completion()
+    parts: list[str] = []
+    usage_seen = False
+    async for ev in run.provider.stream(request):
+        if isinstance(ev, TextDeltaEvent):
+            if ev.text:
+                parts.append(ev.text)
+                node.content += ev.text
+                run.emit(TextDelta(agent_id=node.id, delta=ev.text))
+        elif isinstance(ev, ToolUseEvent):
+            out.tool_calls.append(ev)
+        elif isinstance(ev, UsageEvent):
+            out.usage.add(ev)
+            usage_seen = True
+        elif isinstance(ev, StopEvent):
+            out.stop_reason = ev.reason
+    out.text = "".join(parts)
+    if usage_seen:
+        run.charge(node, out.usage)
+    return out
+
+
+def _context(node: AgentNode) -> str:
+    notes = node.metadata.get("answers") or []
+    extra = "".join(f"\n\n{a['kind'].title()} question: {a['question']}\nUser's answer: {a['answer']}" for a in notes
+                    if a["kind"] in ("clarification", "blocking"))
+    return node.prompt + extra
+
+
+async def _ask_step(run: AgentRun, node: AgentNode, kind: str, step: str, schema: type[BaseModel]) -> None:
+    value = await _structured(run, node, step, schema, _context(node))
+    wants = getattr(value, "needs_clarification", None) or getattr(value, "has_question", False)
+    if wants and value.question:
+        await run.ask(node, kind, value.question)
+
+
+async def _plan_children(run: AgentRun, node: AgentNode) -> None:
+    opts = run.options
+    if not opts.subagents or node.depth >= opts.max_depth:
+        return
+    plan = await _structured(run, node, "subquestions", Subquestions, _context(node))
+    for sub in plan.subquestions:
+        agent_type = sub.agent_type if run.registry.has(sub.agent_type) else run.default_type
+        if agent_type != sub.agent_type:
+            run.note(node, f"unknown agent type {sub.agent_type!r} from the model; used {agent_type!r}")
+        try:
+            run.spawn_child(node, sub.question, agent_type, origin="subquestion")
+        except run.BudgetExceededError as exc:
+            run.note(node, f"subquestion not explored: {exc}")
+
+
+async def _main_loop(run: AgentRun, node: AgentNode) -> str:
+    specs = tools.tool_specs(run.executor, memory=getattr(run.workspace, "memory", None) is not None)
+    node.messages = [Message(role="user", content=_context(node))]
+    answer = ""
+    for _turn in range(run.options.max_turns):
+        node.messages = _with_comments(node, node.messages)
+        completion = await _stream(run, node, _request(run, node, "main", list(node.messages), tools=specs))
+        text = completion.text
+        blocks: list[Any] = [TextBlock(text=text)] if text else []
+        blocks += [ToolUseBlock(id=c.id, name=c.name, input=c.input) for c in completion.tool_calls]
+        node.messages.append(Message(role="assistant", content=blocks or completion.text))
+        if text:
+            answer = text
+        if not completion.tool_calls:
+            return answer or completion.text
+        results = [await tools.dispatch(run, node, call) for call in completion.tool_calls]
+        node.messages.append(Message(role="user", content=results))
+    run.note(node, f"stopped the tool loop after max_turns={run.options.max_turns}")
+    return answer
+
+
+def _child_line(child: AgentNode) -> str:
+    if child.status == "completed":
+        return f"- [{child.type}, completed] {child.prompt}\n  Result: {child.result}"
+    return f"- [{child.type}, {child.status.upper()}] {child.prompt}\n  This subagent {child.status}: {child.error}"
+
+
+async def _summarise(run: AgentRun, node: AgentNode, main_answer: str, children: list[AgentNode]) -> str:
+    if not children:
+        return main_answer
+    body = (f"Request: {node.prompt}\n\nYour answer:\n{main_answer or '(none)'}\n\nSubagents' results:\n"
+            + "\n".join(_child_line(c) for c in children))
+    if node.content and not node.content.endswith("\n\n"):
+        node.content += "\n\n"
+        run.emit(TextDelta(agent_id=node.id, delta="\n\n"))
+    summary = (await _stream(run, node, _request(run, node, "summary", _with_comments(
+        node, [Message(role="user", content=body)])))).text
+    failed = [c for c in children if c.status != "completed"]
+    if failed:
+        note = "\n\nSubagents that did not complete: " + "; ".join(
+            f"{c.name} ({c.status}: {c.error})" for c in failed)
+        node.content += note
+        run.emit(TextDelta(agent_id=node.id, delta=note))
+        summary += note
+    return summary
+
+
+async def run_steps(run: AgentRun, node: AgentNode) -> str:
+    """Run one agent through its steps and return its result."""
+    if node.depth == 0:
+        await _ask_step(run, node, "clarification", "clarify", Clarification)
+        await _ask_step(run, node, "blocking", "blocking", BlockingQuestion)
+    await _plan_children(run, node)
+    main_answer = await _main_loop(run, node)
+    # Wait for every child (subquestions and forks, including forks started late).
+    while True:
+        pending = [run.nodes[c].task for c in node.subagents if run.nodes[c].task and not run.nodes[c].task.done()]
+        if not pending:
+            break
+        await asyncio.gather(*pending, return_exceptions=True)
+    children = [run.nodes[c] for c in node.subagents]
+    result = await _summarise(run, node, main_answer, children)
+    if node.depth == 0 and run.options.final_question:
+        value = await _structured(run, node, "final", FinalQuestion, f"{node.prompt}\n\nFinal answer:\n{result}")
+        if value.has_question and value.question:
+            answer = await run.ask(node, "final", value.question, optional=True)
+            if answer:
+                follow = (f"Request: {node.prompt}\n\nYour final answer:\n{result}\n\nFollow-up question: "
+                          f"{value.question}\nUser's answer: {answer}\n\nGive the updated final answer.")
+                node.content += "\n\n"
+                run.emit(TextDelta(agent_id=node.id, delta="\n\n"))
+                result = (await _stream(run, node, _request(
+                    run, node, "summary", [Message(role="user", content=follow)]))).text or result
+    return result
