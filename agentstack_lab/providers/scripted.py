@@ -252,7 +252,8 @@ def demo_reply(request: ProviderRequest) -> Any:
                             "agent_type": "analyst"})
         return {"subquestions": subs}
     if step == "main":
-        var = find_variable(prompt) if "python" in {t.name for t in request.tools} else None
+        tools = {t.name for t in request.tools}
+        var = find_variable(prompt) if "python" in tools and meta.get("depth", 0) == 0 else None
         result = _last_tool_result(request.messages)
         if var and not _has_tool_use(request.messages):
             return [f"{OFFLINE_TAG} Let me look at `{var}` with Python.\n",
@@ -266,6 +267,14 @@ def demo_reply(request: ProviderRequest) -> Any:
         return (f"{OFFLINE_TAG} This is an offline demo answer to: {prompt.strip()}\n"
                 "No real model was called; configure a provider for real answers.")
     if step == "summary":
-        body = _first_user_text(request)
-        return f"{OFFLINE_TAG} Summary (no real model was called):\n\n{body[-1500:]}"
+        return _demo_summary(_first_user_text(request))
     return f"{OFFLINE_TAG} No real model was called. You said: {_first_user_text(request)[:500]}"
+
+
+def _demo_summary(body: str) -> str:
+    main = body.partition("Your answer:\n")[2].partition("\n\nSubagents' results:")[0].strip()
+    subs = [line[2:] for line in body.splitlines() if line.startswith("- [")]
+    lines = [f"{OFFLINE_TAG} Summary (no real model was called).", "", "Main answer:", main[:600] or "(none)"]
+    if subs:
+        lines += ["", f"{len(subs)} subagent(s) explored:"] + [f"- {s}" for s in subs]
+    return "\n".join(lines)
