@@ -1,7 +1,8 @@
 """Provider registry: built-ins register through the same plugin hook an outside package uses.
 
 ``get_provider("anthropic", config=ws.config, model="...")`` builds a provider from the
-``providers.<name>`` section of the config, with keyword overrides on top.
+``providers.<name>`` section of the config, with keyword overrides on top. A plugin registers
+``register(name, factory)`` where ``factory(config=None, **overrides)`` returns a provider.
 """
 
 from __future__ import annotations
@@ -141,4 +142,4 @@ def get_provider(name: str | None = None, config: Any = None, **overrides: Any) 
     factories = _factories()
     if name not in factories:
         raise UnknownProviderError(f"unknown provider {name!r}; valid providers: {', '.join(sorted(factories))}")
-    return factories[name](config, **overrides)
+    return factories[name](config=config, **overrides)
