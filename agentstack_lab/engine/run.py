@@ -351,7 +351,7 @@ class AgentRun:
                 self.note(node, f"{kind} question skipped (headless): {prompt}")
                 return None
             raise HeadlessQueryError(
-                f"agent {node.name} needs a {kind} answer ({prompt!r}) but the run is headless "
+                f"agent {node.name} needs an answer to a {kind} query ({prompt!r}) but the run is headless "
                 f"(interactive=False) and none was given; pass answers={{{kind!r}: ...}}"
                 + (" or auto_approve=True" if kind == "approval" else ""))
         query = UserQuery(agent_id=node.id, query_id=str(uuid.uuid4()), kind=kind, prompt=prompt,  # type: ignore[arg-type]

@@ -71,6 +71,8 @@ async def dispatch(run: AgentRun, node: AgentNode, call: ToolUseEvent) -> ToolRe
         else:
             output, error = None, f"unknown tool {call.name!r}"
     except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+        if isinstance(exc, run.HeadlessQueryError):
+            raise  # fails the run closed, never reported to the model as a tool error
         output, error = None, f"{type(exc).__name__}: {exc}"
     run.emit(ToolResult(agent_id=node.id, tool=call.name, output=output, error=error))
     text = error if output is None else (output["text"] if isinstance(output, dict) and "text" in output

@@ -1,0 +1,347 @@
+"""The recursive agent engine through its public surface, with the scripted provider."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from agentstack_lab.engine import AgentRun, BudgetExceededError, HeadlessQueryError, RunOptions, run_agent
+from agentstack_lab.engine.executors import LiveKernelExecutor
+from agentstack_lab.engine.log import read_events, rebuild_tree
+from agentstack_lab.engine.state import tree_from_events
+from agentstack_lab.events import (
+    AgentCompleted,
+    AgentState,
+    ErrorEvent,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    UserIntervention,
+    UserQuery,
+    UserResponse,
+    from_wire,
+    to_wire,
+)
+from agentstack_lab.providers.base import TextDeltaEvent, ToolResultBlock, UsageEvent
+from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
+from agentstack_lab.workspace import Workspace
+
+NO = {"needs_clarification": False, "has_question": False, "question": None}
+
+
+@pytest.fixture
+def ws(tmp_path):
+    w = Workspace.open(tmp_path / "proj", announce=False)
+    yield w
+    w.close()
+
+
+def brain(subs=None, main=None, summary=None, asks=None):
+    """A scripted model: ``subs[prompt]`` lists subquestions, ``main(req)`` answers the main step."""
+    subs, asks = subs or {}, asks or {}
+
+    async def fn(req):
+        m = req.metadata
+        step, prompt = m["step"], m["prompt"]
+        if step in ("clarify", "blocking", "final"):
+            q = asks.get(step)
+            return {"needs_clarification": bool(q), "has_question": bool(q), "question": q} if q else NO
+        if step == "subquestions":
+            return {"subquestions": [{"question": q, "agent_type": t} for q, t in subs.get(prompt, [])]}
+        if step == "main":
+            out = main(req) if main else f"answer to {prompt}"
+            return await out if asyncio.iscoroutine(out) else out
+        if step == "summary":
+            return summary(req) if summary else "SUMMARY:\n" + req.messages[-1].text()
+        raise AssertionError(step)
+
+    return fn
+
+
+def last_tool_result(req):
+    last = req.messages[-1]
+    if last.role == "user" and not isinstance(last.content, str):
+        return next((b for b in last.content if isinstance(b, ToolResultBlock)), None)
+    return None
+
+
+def check_event_order(events):
+    """Per agent: pending, then running before any output, and completed/error last."""
+    by_agent = {}
+    for ev in events:
+        by_agent.setdefault(ev.agent_id, []).append(ev)
+    for agent_id, evs in by_agent.items():
+        assert isinstance(evs[0], AgentState) and evs[0].state["status"] == "pending", agent_id
+        first_running = next(i for i, e in enumerate(evs) if isinstance(e, AgentState) and e.state["status"] == "running")
+        first_output = next((i for i, e in enumerate(evs) if isinstance(e, TextDelta | ToolCall | ToolResult)), None)
+        assert first_output is None or first_running < first_output
+        assert isinstance(evs[-1], AgentCompleted | ErrorEvent), (agent_id, evs[-1])
+        assert sum(isinstance(e, AgentCompleted | ErrorEvent) for e in evs) == 1
+    return by_agent
+
+
+async def test_root_three_subagents_and_nested_fork_tree_and_log(ws):
+    def main(req):
+        prompt = req.metadata["prompt"]
+        if prompt == "B" and last_tool_result(req) is None:
+            return [TextDeltaEvent(text="forking. "),
+                    tool_call("python", {"code": "h = fork('nested question', type='coder')\nnested = wait(h)\nnested"})]
+        if prompt == "B":
+            return f"B got: {last_tool_result(req).content}"
+        return f"answer to {prompt}"
+
+    p = ScriptedProvider(brain(subs={"root q": [("A", "analyst"), ("B", "researcher"), ("C", "reviewer")]}, main=main))
+    ns = {}
+    run = AgentRun("root q", workspace=ws, provider=p, options=RunOptions(auto_approve=True),
+                   executor=LiveKernelExecutor(namespace=ns))
+    result = await run
+    tree = run.tree
+    assert run.status == "completed" and tree["status"] == "completed"
+    assert [c["prompt"] for c in tree["children"]] == ["A", "B", "C"]
+    assert [c["type"] for c in tree["children"]] == ["analyst", "researcher", "reviewer"]
+    b = tree["children"][1]
+    assert len(b["children"]) == 1 and b["children"][0]["type"] == "coder" and b["children"][0]["depth"] == 2
+    assert b["children"][0]["metadata"]["origin"] == "fork"
+    assert ns["nested"] == "answer to nested question"
+    assert "B got:" in b["result"] and "answer to nested question" in b["result"]
+    assert "answer to A" in result and "answer to C" in result
+    # usage rolls up
+    own = sum(n.usage.total for n in run.nodes.values())
+    assert tree["usage"]["input_tokens"] + tree["usage"]["output_tokens"] == own > 0
+    check_event_order(run.events)
+    # the log has every event in order, and the tree rebuilt from it equals the live one
+    logged = read_events(ws.db, run.id)
+    assert [to_wire(e) for _, e in logged] == [json.loads(json.dumps(to_wire(e), default=str)) for e in run.events]
+    assert [s for s, _ in logged] == sorted(s for s, _ in logged)
+    assert rebuild_tree(ws.db, run.id) == json.loads(json.dumps(tree))
+    assert tree_from_events([to_wire(e) for e in run.events]) == tree
+    # agents persist with their final statuses
+    rows = ws.db.query("SELECT status, COUNT(*) FROM agents WHERE run_id = ? GROUP BY status", (run.id,))
+    assert {r[0]: r[1] for r in rows} == {"completed": 5}
+
+
+async def test_clarification_and_approval_answered_programmatically_with_an_edit(ws):
+    ran = []
+
+    def main(req):
+        if last_tool_result(req) is None:
+            return [tool_call("python", {"code": "ran.append('original')"})]
+        return "done: " + last_tool_result(req).content
+
+    p = ScriptedProvider(brain(main=main, asks={"clarify": "Which year?"}))
+    run = AgentRun("sales?", workspace=ws, provider=p, executor=LiveKernelExecutor(namespace={"ran": ran}))
+    seen = []
+
+    def on_event(ev):
+        if isinstance(ev, UserQuery):
+            seen.append(ev)
+            if ev.kind == "clarification":
+                run.send(UserResponse(agent_id=ev.agent_id, query_id=ev.query_id, response="2024"))
+            elif ev.kind == "approval":
+                assert ev.options["code"] == "ran.append('original')"
+                with pytest.raises(ValueError, match="approval answer must be"):
+                    run.respond(ev.query_id, "maybe")  # invalid: nothing changes, still pending
+                assert run.pending_queries == [ev]
+                run.respond(ev.query_id, {"approved": True, "code": "ran.append('edited')"})
+
+    run.subscribe(on_event)
+    result = await run
+    assert [q.kind for q in seen] == ["clarification", "approval"]
+    assert ran == ["edited"] and "edited the code" in result
+    # the clarification answer reached the next model call
+    blocking_req = next(r for r in p.requests if r.metadata["step"] == "blocking")
+    assert "Which year?" in blocking_req.messages[0].text() and "2024" in blocking_req.messages[0].text()
+    states = [e.state["status"] for e in run.events if isinstance(e, AgentState)]
+    assert "waiting_user" in states
+
+
+async def test_approval_rejected_tells_the_model_and_does_not_run(ws):
+    ran = []
+
+    def main(req):
+        res = last_tool_result(req)
+        if res is None:
+            return [tool_call("python", {"code": "ran.append(1)"})]
+        return f"model saw: {res.content} (error={res.is_error})"
+
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)),
+                   executor=LiveKernelExecutor(namespace={"ran": ran}))
+    run.subscribe(lambda ev: isinstance(ev, UserQuery) and run.respond(ev.query_id, "reject"))
+    result = await run
+    assert ran == [] and "rejected running this code" in result and "error=True" in result
+
+
+async def test_headless_without_answers_fails_closed_and_answers_work(ws):
+    ran = []
+    main = lambda req: [tool_call("python", {"code": "ran.append(1)"})] if last_tool_result(req) is None else "ok"  # noqa: E731
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)),
+                   options=RunOptions(interactive=False), executor=LiveKernelExecutor(namespace={"ran": ran}))
+    with pytest.raises(HeadlessQueryError, match=r"needs an answer to a approval query .* headless .*auto_approve=True"):
+        await run
+    assert ran == [] and run.status == "failed" and "headless" in run.tree["error"]
+    run2 = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)),
+                    options=RunOptions(interactive=False, answers={"approval": True}),
+                    executor=LiveKernelExecutor(namespace={"ran": ran}))
+    assert await run2 == "ok" and ran == [1]
+
+
+async def test_intervention_comment_reaches_the_next_model_call(ws):
+    p_holder = {}
+
+    def main(req):
+        if last_tool_result(req) is None:
+            return [tool_call("python", {"code": "1 + 1"})]
+        return "final"
+
+    p = ScriptedProvider(brain(main=main))
+    p_holder["p"] = p
+    run = AgentRun("q", workspace=ws, provider=p)
+
+    def on_event(ev):
+        if isinstance(ev, UserQuery) and ev.kind == "approval":
+            run.send(UserIntervention(agent_id=ev.agent_id, user_comment="please use median"))
+            run.respond(ev.query_id, True)
+
+    run.subscribe(on_event)
+    await run
+    mains = [r for r in p.requests if r.metadata["step"] == "main"]
+    assert "please use median" not in json.dumps([m.text() for m in mains[0].messages])
+    assert any("User comment: please use median" in getattr(b, "text", "")
+               for b in mains[1].messages[-1].content)
+    assert run.tree["userComment"] == "please use median"
+
+
+async def test_stop_cancels_exactly_the_subtree(ws):
+    started = asyncio.Event()
+
+    async def main(req):
+        if req.metadata["prompt"] in ("A", "A1"):
+            if req.metadata["prompt"] == "A1":
+                started.set()
+            await asyncio.sleep(30)
+        return f"answer to {req.metadata['prompt']}"
+
+    p = ScriptedProvider(brain(subs={"root": [("A", "analyst"), ("B", "coder")], "A": [("A1", "tester")]}, main=main))
+    run = AgentRun("root", workspace=ws, provider=p, options=RunOptions(auto_approve=True)).start()
+    await asyncio.wait_for(started.wait(), 10)
+    a = next(n for n in run.nodes.values() if n.prompt == "A")
+    run.send(UserIntervention(agent_id=a.id, status="stopped"))
+    await asyncio.wait_for(run.wait(), 10)
+    status = {n.prompt: n.status for n in run.nodes.values()}
+    assert status == {"root": "completed", "A": "stopped", "A1": "stopped", "B": "completed"}
+    assert run.nodes[a.id].error == "stopped by the user"
+    assert "A" in run.result and "stopped" in run.result and "answer to B" in run.result
+    check_event_order(run.events)
+
+
+async def test_child_failure_is_isolated_and_named_in_the_summary(ws):
+    def main(req):
+        if req.metadata["prompt"] == "bad":
+            raise RuntimeError("model exploded")
+        return f"answer to {req.metadata['prompt']}"
+
+    p = ScriptedProvider(brain(subs={"root": [("good", "analyst"), ("bad", "coder"), ("fine", "tester")]}, main=main))
+    run = AgentRun("root", workspace=ws, provider=p)
+    result = await run
+    status = {n.prompt: (n.status, n.error) for n in run.nodes.values()}
+    assert status["bad"] == ("failed", "RuntimeError: model exploded")
+    assert status["good"][0] == status["fine"][0] == status["root"][0] == "completed"
+    bad = next(n for n in run.nodes.values() if n.prompt == "bad")
+    assert bad.name in result and "failed" in result
+    assert any(isinstance(e, ErrorEvent) and e.agent_id == bad.id for e in run.events)
+
+
+async def test_depth_and_agent_budgets_are_enforced_with_reasons(ws):
+    def main(req):
+        if last_tool_result(req) is None and req.metadata["depth"] == 1:
+            return [tool_call("python", {"code": "fork('too deep')"})]
+        res = last_tool_result(req)
+        return f"tool said: {res.content}" if res else "leaf"
+
+    subs = {"root": [("one", "analyst"), ("two", "coder"), ("three", "tester")]}
+    run = AgentRun("root", workspace=ws, provider=ScriptedProvider(brain(subs=subs, main=main)),
+                   options=RunOptions(max_depth=1, max_agents=3, auto_approve=True),
+                   executor=LiveKernelExecutor(namespace={}))
+    await run
+    assert len(run.nodes) == 3  # root + two children: the third subquestion was over max_agents
+    assert any("max_agents=3 reached" in n for n in run.tree["metadata"]["notes"])
+    child = run.tree["children"][0]
+    assert "BudgetExceededError: max_depth=1 reached" in child["result"]
+    results = [e for e in run.events if isinstance(e, ToolResult)]
+    assert all("max_depth=1" in (e.error or "") for e in results)
+
+
+async def test_token_budget_stops_the_tree_cleanly(ws):
+    async def main(req):
+        await asyncio.sleep(0.05 if req.metadata["depth"] else 0.5)
+        return [TextDeltaEvent(text="word " * 50), UsageEvent(input_tokens=10, output_tokens=1000)]
+
+    subs = {"root": [("A", "analyst"), ("B", "coder")]}
+    run = AgentRun("root", workspace=ws, provider=ScriptedProvider(brain(subs=subs, main=main)),
+                   options=RunOptions(max_tokens=2500))
+    with pytest.raises(BudgetExceededError, match=r"max_tokens=2500 \(the tree used \d+ tokens\)"):
+        await run
+    stopped = {n.id for n in run.nodes.values() if n.status == "stopped"}
+    assert run.status == "stopped" and len(stopped) >= 2
+    assert {n.status for n in run.nodes.values()} <= {"completed", "stopped"}
+    errors = {e.agent_id: e.error for e in run.events if isinstance(e, ErrorEvent)}
+    assert set(errors) == stopped and all("max_tokens=2500" in e for e in errors.values())
+
+
+async def test_wall_clock_budget(ws):
+    async def main(req):
+        await asyncio.sleep(30)
+
+    run = AgentRun("root", workspace=ws, provider=ScriptedProvider(brain(main=main)), options=RunOptions(timeout_s=0.3))
+    with pytest.raises(BudgetExceededError, match="timeout_s=0.3"):
+        await asyncio.wait_for(run.wait(), 10)
+    assert run.status == "stopped"
+
+
+async def test_run_agent_generator_and_many_deltas_are_logged(ws):
+    n = 10_000
+
+    def main(req):
+        return [TextDeltaEvent(text="x") for _ in range(n)]
+
+    events = [ev async for ev in run_agent("q", workspace=ws, provider=ScriptedProvider(brain(main=main)))]
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) == n and isinstance(events[-1], AgentCompleted) and events[-1].result == "x" * n
+    count = ws.db.query("SELECT COUNT(*) FROM events WHERE run_id = ?", (events[0].agent_id,))[0][0]
+    assert count == len(events)
+
+
+async def test_demo_behaviour_end_to_end_reads_df(ws):
+    pd = pytest.importorskip("pandas")
+    ns = {"df": pd.DataFrame({"sales": [10, 20, 30]})}
+    run = AgentRun("how are sales trending in df?", workspace=ws, options={"auto_approve": True},
+                   executor=LiveKernelExecutor(namespace=ns))
+    result = await run
+    assert "offline" in result and "20.0" in result  # the mean, computed by the python tool
+    assert "df_summary" in ns and len(run.tree["children"]) == 3
+
+
+def test_bad_input_is_rejected_before_anything_runs(ws):
+    with pytest.raises(ValueError, match="non-empty"):
+        AgentRun("  ", workspace=ws)
+    with pytest.raises(KeyError, match="unknown agent type 'wizard'"):
+        AgentRun("q", workspace=ws, agent_type="wizard")
+    with pytest.raises(ValueError, match="unknown run options \\['max_dept'\\]"):
+        AgentRun("q", workspace=ws, options={"max_dept": 3})
+    with pytest.raises(ValueError, match="max_depth must be a non-negative integer"):
+        RunOptions(max_depth=-1)
+    with pytest.raises(ValueError, match="unknown query kinds"):
+        RunOptions(answers={"approve": True})
+    assert ws.db.query("SELECT COUNT(*) FROM events")[0][0] == 0
+
+
+async def test_inbound_wire_messages_and_get_tree(ws):
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain()))
+    await run
+    assert run.send({"type": "get-agent-tree"}) == run.tree
+    with pytest.raises(KeyError, match="no pending query"):
+        run.send(from_wire({"type": "user-response", "agentId": run.id, "queryId": "nope", "response": "x"}))
+    with pytest.raises(ValueError, match="only set status 'stopped'"):
+        run.send(UserIntervention(agent_id=run.id, status="running"))
