@@ -85,7 +85,8 @@ def agent_parser() -> argparse.ArgumentParser:
                 usage="%%agent [options] PROMPT   |   %%%%agent [options] (cell body = prompt)")
     p.add_argument("-h", "--help", action="store_true", help="show this help")
     p.add_argument("-t", "--type", help="agent type of the root agent (default: config agents.default_type)")
-    p.add_argument("-p", "--provider", help="model provider, e.g. scripted, anthropic, openai, ollama")
+    p.add_argument("-p", "--provider", help="model provider: a registered name (scripted, anthropic, openai, ollama, ...) "
+                   "or @name of a provider object in the kernel")
     p.add_argument("-m", "--model", help="model name passed to the provider")
     p.add_argument("--max-depth", type=_positive_int, help="deepest level of subagents (default 2)")
     p.add_argument("--max-children", type=_positive_int, help="subagents per agent (default 4)")

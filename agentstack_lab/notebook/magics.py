@@ -16,7 +16,7 @@ plain scripts) the run is driven to completion on a private loop.
 from __future__ import annotations
 
 import ast
-import asyncio
+import re
 import weakref
 from typing import Any
 
@@ -34,6 +34,7 @@ __all__ = [
     "start_agent",
     "agent_awaitable",
     "await_transformer",
+    "magic_call_transformer",
     "display_run",
     "agent_tree",
 ]
@@ -49,7 +50,11 @@ class OneLineError(Exception):
 
 
 class AgentRunFailed(OneLineError):
-    """``%agent --wait`` finished without a result."""
+    """``%agent --wait`` finished without a result; ``.run`` is the run (``sys.last_value.run``)."""
+
+    def __init__(self, message: str, run: Any = None):
+        super().__init__(message)
+        self.run = run
 
 
 def _usage(exc: Exception) -> UsageError:
@@ -72,8 +77,11 @@ def _magics(shell: Any) -> AgentstackMagics | None:
 
 
 # -- %agent ----------------------------------------------------------------------------------------
-def _check_names(args: AgentArgs, workspace: Any) -> tuple[str, Any]:
-    """Resolve the agent type and provider, failing with one line listing the valid names."""
+def _check_names(args: AgentArgs, workspace: Any, namespace: dict[str, Any]) -> tuple[str, Any]:
+    """Resolve the agent type and provider, failing with one line listing the valid names.
+
+    ``--provider @name`` uses a provider object from the kernel (anything with ``stream()``).
+    """
     from agentstack_lab.agents.registry import AgentRegistry
     from agentstack_lab.providers.base import ProviderError
     from agentstack_lab.providers.registry import get_provider, list_providers
@@ -83,6 +91,12 @@ def _check_names(args: AgentArgs, workspace: Any) -> tuple[str, Any]:
     if not registry.has(agent_type):
         raise UsageError(f"unknown agent type {agent_type!r}; valid types: {', '.join(registry.list())}")
     name = args.provider or workspace.config.providers.default
+    if name.startswith("@"):
+        obj = namespace.get(name[1:])
+        if obj is None or not callable(getattr(obj, "stream", None)):
+            raise UsageError(f"--provider {name}: no provider object named {name[1:]!r} in the kernel "
+                             "(it needs a stream() method)")
+        return agent_type, obj
     if name not in list_providers():
         raise UsageError(f"unknown provider {name!r}; valid providers: {', '.join(list_providers())}")
     overrides = {"model": args.model} if args.model else {}
@@ -115,7 +129,9 @@ def _options(args: AgentArgs, workspace: Any) -> Any:
     )
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
+def _running_loop() -> Any:
+    import asyncio
+
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
@@ -130,33 +146,57 @@ def build_run(shell: Any, args: AgentArgs, workspace: Any = None) -> Any:
     """
     from agentstack_lab.notebook.context import UnknownVariableError, build_prompt
 
+    namespace = shell.user_ns if shell is not None else {}
     try:
-        prompt = build_prompt(args.prompt, shell.user_ns if shell is not None else {})
+        prompt = build_prompt(args.prompt, namespace)
     except UnknownVariableError as exc:
         raise _usage(exc) from None
     workspace = workspace if workspace is not None else _workspace(shell)
-    agent_type, provider = _check_names(args, workspace)
+    agent_type, provider = _check_names(args, workspace, namespace)
     from agentstack_lab.engine import AgentRun
 
     _install_run_helpers(AgentRun, shell)
     return AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type,
-                    options=_options(args, workspace), model=args.model, session_id=args.session)
+                    options=_options(args, workspace), model=args.model,
+                    session_id=_session_id(workspace, args.session))
 
 
 async def _finish(run: Any) -> Any:
-    """Await a run; a run without a result raises :class:`AgentRunFailed` naming why."""
+    """Await a run; a run that did not complete shows its tree, then raises :class:`AgentRunFailed`."""
+    from agentstack_lab.engine import AgentRunError
+
     try:
-        await run
-    except asyncio.CancelledError:
-        run.stop()
-        raise
-    except Exception as exc:
-        if run.status not in ("failed", "stopped"):
-            raise AgentRunFailed(str(exc) or type(exc).__name__) from None
+        await run.wait()
+    except AgentRunError as exc:
+        _show_failed(run)
+        raise AgentRunFailed(f"{type(exc).__name__}: {exc}", run) from None
     if run.status != "completed":
-        tree = run.tree or {}
-        raise AgentRunFailed(f"the run {run.status}: {tree.get('error') or 'no result'}")
+        _show_failed(run)
+        raise AgentRunFailed(f"the run ended {run.status}: {run.tree.get('error') or 'no result'}", run)
     return run
+
+
+def _show_failed(run: Any) -> None:
+    from IPython import get_ipython
+    from IPython.display import display
+
+    if get_ipython() is not None:
+        display(run)
+
+
+def _session_id(workspace: Any, value: str | None) -> str | None:
+    """``--session`` takes a session id or name; an unknown name starts a new session."""
+    if value is None:
+        return None
+    sessions = workspace.sessions
+    if sessions.get(value) is not None:
+        return value
+    for session in sessions.active():
+        if getattr(session, "name", None) == value:
+            return session.id
+    session = sessions.start(name=value)
+    print(f"started session {value!r} ({session.id})")
+    return session.id
 
 
 def start_agent(shell: Any, args: AgentArgs, *, workspace: Any = None) -> Any:
@@ -172,6 +212,8 @@ def start_agent(shell: Any, args: AgentArgs, *, workspace: Any = None) -> Any:
                          "loop); inside a block, start it without --wait and `await run` at top level")
     run = build_run(shell, args, workspace)
     if loop is None:
+        import asyncio
+
         return asyncio.run(_finish(run))  # terminal IPython / scripts: nothing else can drive it
     return run.start()
 
@@ -185,6 +227,30 @@ def agent_awaitable(shell: Any, line: str, cell: str | None = None) -> Any:
     run = build_run(shell, args)
     run.start()
     return _finish(run)
+
+
+_MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?P<lhs>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?"
+                         r"%(?P<name>agent|memory)(?P<rest>(?:[ \t].*)?)$")
+
+
+def magic_call_transformer(lines: list[str]) -> list[str]:
+    """Turn ``%agent ...`` / ``%memory ...`` lines into explicit calls before IPython's help syntax sees them.
+
+    IPython reads a line ending in ``name?`` as a help request (``%agent how are sales in df?`` would
+    show ``df``'s docstring); questions are the natural way to prompt, so these lines are
+    rewritten first.
+    """
+    if lines and lines[0].lstrip().startswith("%%"):
+        return lines
+    out = []
+    for line in lines:
+        m = _MAGIC_LINE.match(line.rstrip("\n"))
+        if m is None:
+            out.append(line)
+            continue
+        call = f"get_ipython().run_line_magic({m['name']!r}, {m['rest'].strip()!r})"
+        out.append(f"{m['indent']}{m['lhs'] or ''}{call}" + ("\n" if line.endswith("\n") else ""))
+    return out
 
 
 def await_transformer(lines: list[str]) -> list[str]:
@@ -320,6 +386,8 @@ def load_ipython_extension(ipython: Any) -> None:
     """Register the magics, the ``--wait`` transformer and the ``AgentRun`` display hook."""
     if "AgentstackMagics" not in ipython.magics_manager.registry:
         ipython.register_magics(AgentstackMagics)
+    if magic_call_transformer not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(magic_call_transformer)
     if await_transformer not in ipython.input_transformers_post:
         ipython.input_transformers_post.append(await_transformer)
     formatter = ipython.display_formatter.ipython_display_formatter
@@ -331,6 +399,8 @@ def unload_ipython_extension(ipython: Any) -> None:
     """Remove the transformer and close the workspace (the magics stay until the kernel restarts)."""
     if await_transformer in ipython.input_transformers_post:
         ipython.input_transformers_post.remove(await_transformer)
+    if magic_call_transformer in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.remove(magic_call_transformer)
     magics = _magics(ipython)
     if magics is not None and magics._workspace is not None:
         magics._workspace.close()

@@ -16,8 +16,8 @@ from agentstack_lab.notebook.magics import OneLineError
 
 __all__ = ["MemoryError_", "run_memory", "run_memory_line", "SEARCH_COLUMNS", "ENTRY_COLUMNS"]
 
-SEARCH_COLUMNS = ["key", "namespace", "score", "matched", "snippet", "content"]
-ENTRY_COLUMNS = ["key", "namespace", "content", "agent_id", "tags", "created_at", "updated_at"]
+SEARCH_COLUMNS = ["key", "namespace", "score", "matched", "snippet", "content", "agent_id"]
+ENTRY_COLUMNS = ["key", "namespace", "content", "tags", "agent_id", "version", "created_at", "updated_at"]
 
 
 class MemoryError_(OneLineError):  # noqa: N801 - "MemoryError" is a builtin
@@ -28,7 +28,9 @@ class MemoryError_(OneLineError):  # noqa: N801 - "MemoryError" is a builtin
 
 
 def _record(obj: Any) -> dict[str, Any]:
-    if isinstance(obj, dict):
+    if hasattr(obj, "to_dict"):
+        data = obj.to_dict()
+    elif isinstance(obj, dict):
         data = dict(obj)
     elif dataclasses.is_dataclass(obj):
         data = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
@@ -50,8 +52,11 @@ def _frame(records: list[dict[str, Any]], preferred: list[str]) -> Any:
     frame = pd.DataFrame.from_records(records)
     if frame.empty:
         return pd.DataFrame(columns=preferred)
-    first = [c for c in preferred if c in frame.columns]
-    return frame[first + [c for c in frame.columns if c not in first]]
+    frame = frame[[c for c in preferred if c in frame.columns]]
+    for col in ("created_at", "updated_at"):
+        if col in frame.columns and pd.api.types.is_numeric_dtype(frame[col]):
+            frame[col] = pd.to_datetime(frame[col], unit="s", utc=True).dt.tz_convert(None).dt.floor("s")
+    return frame
 
 
 def run_memory(memory: Any, args: MemoryArgs) -> Any:

@@ -32,8 +32,8 @@ STATUS_ICONS = {
 
 
 def excerpt(text: str | None, limit: int = 80) -> str:
-    """One line of at most ``limit`` characters."""
-    flat = " ".join((text or "").split())
+    """One line of at most ``limit`` characters, from the first paragraph."""
+    flat = " ".join((text or "").strip().split("\n\n", 1)[0].split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -67,6 +67,8 @@ class NodeState:
     children: list[str] = field(default_factory=list)
     started: float | None = None
     ended: float | None = None
+    started_at: float | None = None  # wall-clock times reported by the engine, when it does
+    ended_at: float | None = None
 
     @property
     def pending_query(self) -> UserQuery | None:
@@ -75,6 +77,8 @@ class NodeState:
 
     def elapsed(self, now: float | None = None) -> float | None:
         """Seconds since the agent started running (until it ended)."""
+        if self.started_at is not None:
+            return max(0.0, (self.ended_at if self.ended_at is not None else time.time()) - self.started_at)
         if self.started is None:
             return None
         end = self.ended if self.ended is not None else (now if now is not None else time.monotonic())
@@ -138,8 +142,14 @@ class TreeState:
             node.type = s.get("type") or s.get("agentType") or node.type
             node.prompt = s.get("prompt") or node.prompt
             node.depth = _num(s.get("depth", node.depth))
-            if isinstance(s.get("usage"), dict):
-                node.usage = {k: _num(v) for k, v in s["usage"].items()}
+            usage = s.get("ownUsage") or s.get("usage")
+            if isinstance(usage, dict):
+                node.usage = {k: _num(v) for k, v in usage.items()}
+            if "content" in s and s["content"] is not None:
+                node.content = str(s["content"])  # replaced content (streamed text arrives as deltas)
+            for key, attr in (("startedAt", "started_at"), ("endedAt", "ended_at")):
+                if isinstance(s.get(key), (int, float)):
+                    setattr(node, attr, float(s[key]))
             if s.get("result") is not None:
                 node.result = str(s["result"])
             if s.get("error"):
@@ -184,12 +194,17 @@ class TreeState:
 
         def build(node_id: str) -> dict[str, Any]:
             n = self.nodes[node_id]
+            kids = [build(c) for c in n.children]
+            usage = {"input_tokens": n.usage.get("input_tokens", 0), "output_tokens": n.usage.get("output_tokens", 0)}
+            for k in kids:  # roll usage up, as AgentRun.tree does
+                for key in usage:
+                    usage[key] += k["usage"].get(key, 0)
             return {
                 "id": n.id, "parentId": n.parent_id, "type": n.type, "status": n.status, "prompt": n.prompt,
                 "content": n.content, "result": n.result, "error": n.error, "depth": n.depth,
-                "usage": dict(n.usage), "elapsed": n.elapsed(self._clock()),
+                "usage": usage, "elapsed": n.elapsed(self._clock()),
                 "tools": [{"tool": t.tool, "error": t.error, "done": t.done} for t in n.tools],
-                "children": [build(c) for c in n.children],
+                "children": kids,
             }
 
         return [build(r) for r in self.roots]

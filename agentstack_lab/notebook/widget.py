@@ -109,7 +109,7 @@ class _NodeView:
         self.toggle.on_click(self._on_toggle)
         self.stop.on_click(lambda _b: tree.stop(self.id))
         self._query_id: str | None = None
-        self._content_len = -1
+        self._content_src: str | None = None
         self._tools_sig: tuple = ()
         self._status = ""
 
@@ -139,8 +139,8 @@ class _NodeView:
         if elapsed is not None:
             parts.append(f"{elapsed:.1f} s")
         _set(self.meta, "value", f'<span style="color:#757575;font-size:85%">{" · ".join(parts)}</span>')
-        if len(node.content) != self._content_len:
-            self._content_len = len(node.content)
+        if node.content != self._content_src:
+            self._content_src = node.content
             self.content.value = markdown_to_html(node.content)
             _hidden(self.content, not node.content)
         self._update_tools(node)
