@@ -1,0 +1,33 @@
+"""A real kernel through nbclient: the agent reads a DataFrame from an earlier cell and creates a
+variable the next cell uses (live kernel executor, scripted provider, auto-approve)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_agent_in_a_real_kernel_reads_df_and_creates_a_variable(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    cells = [
+        "import pandas as pd\ndf = pd.DataFrame({'sales': [10, 20, 30, 40]})",
+        "from agentstack_lab.engine import AgentRun, RunOptions\n"
+        "from agentstack_lab.workspace import Workspace\n"
+        f"ws = Workspace.open({str(tmp_path)!r}, announce=False)\n"
+        "run = AgentRun('how are sales trending in df?', workspace=ws, provider='scripted',\n"
+        "               options=RunOptions(auto_approve=True), executor='live')\n"
+        "result = await run\n"
+        "print(run.status, len(run.tree['children']), 'offline' in result)",
+        "print(type(df_summary).__name__, df_summary.loc['mean', 'sales'])",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+
+    def text(i):
+        return "".join(o.get("text", "") for o in nb.cells[i].outputs if o.get("output_type") == "stream")
+
+    assert text(1) == "completed 3 True\n"  # the agent's own prints were captured, not leaked into the cell
+    assert text(2) == "DataFrame 25.0\n"
