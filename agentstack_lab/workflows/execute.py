@@ -143,7 +143,7 @@ async def run_notebook(notebook: str | Path, *, parameters: dict[str, Any] | Non
         output: Where to write the executed notebook (default ``<stem>.executed.ipynb`` in cwd).
         report_path: Where to write the report JSON (optional).
         kernel_name: Kernelspec to use (default: the notebook's, else ``python3``).
-        cwd: Working directory of the kernel (default: the notebook's folder).
+        cwd: Working directory of the kernel (default: the current directory, as papermill).
         cell_timeout: Seconds one cell may run. timeout: seconds the whole run may take.
         pool: A started :class:`~agentstack_lab.workflows.pool.KernelPool` to take the kernel from.
     """
@@ -170,7 +170,7 @@ async def run_notebook(notebook: str | Path, *, parameters: dict[str, Any] | Non
             warnings.simplefilter("always")
             nb = inject_parameters(nb, parameters, input_path=str(src), output_path=str(out_path))
         result.warnings = [str(w.message) for w in caught]
-        run_cwd = str(Path(cwd) if cwd else src.resolve().parent)
+        run_cwd = str(Path(cwd).resolve() if cwd else Path.cwd())
         if not Path(run_cwd).is_dir():
             raise _RunError("error", f"working directory not found: {run_cwd}")
         kname = kernel_name or nb.metadata.get("kernelspec", {}).get("name") or "python3"

@@ -74,10 +74,11 @@ class KernelPool:
         cwd: Working directory the kernels start in.
         fork: Fork kernels from a zygote when the kernelspec is a plain ipykernel (falls back to
             ordinary starts otherwise, or if the zygote cannot start).
+        total: Start at most this many kernels over the pool's life (a batch knows how many it needs).
     """
 
     def __init__(self, size: int = 2, kernel_name: str = "python3", *, cwd: str | None = None,
-                 fork: bool = True, startup_timeout: float = 60.0):
+                 fork: bool = True, startup_timeout: float = 60.0, total: int | None = None):
         if size < 1:
             raise ValueError(f"pool size must be >= 1, got {size}")
         self.size = size
@@ -90,6 +91,8 @@ class KernelPool:
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
         self.started = 0
+        self.total = total
+        self._scheduled = 0
 
     async def start(self) -> KernelPool:
         """Start the zygote (if forking) and the first ``size`` kernels in the background."""
@@ -114,8 +117,9 @@ class KernelPool:
             return None
 
     def _refill(self) -> None:
-        if self._closed:
+        if self._closed or (self.total is not None and self._scheduled >= self.total):
             return
+        self._scheduled += 1
 
         async def one() -> None:
             try:
@@ -144,8 +148,11 @@ class KernelPool:
         self._refill()
         if isinstance(item, BaseException):
             raise RuntimeError(f"kernel {self.kernel_name!r} failed to start: {item}") from item
-        if not await item.km.is_alive():  # died while waiting: skip it
+        if not await item.km.is_alive():  # died while waiting: skip it, start one more
             await discard_kernel(item)
+            if self.total is not None:
+                self.total += 1
+                self._refill()
             return await self.acquire()
         return item
 

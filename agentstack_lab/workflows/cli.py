@@ -1,0 +1,182 @@
+"""``agentstack-lab workflow ...``: run workflow notebooks headless (exit code = verdict).
+
+Exit codes: 0 PASS, 1 FAIL, 2 error (bad parameter, missing notebook, dead kernel, timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import typer
+from typer.core import TyperGroup
+
+__all__ = ["app", "run_command"]
+
+_LABEL = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
+
+
+def _echo(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def _parameters(params: tuple[tuple[str, str], ...], raw: tuple[tuple[str, str], ...],
+                files: tuple[str, ...]) -> dict[str, Any]:
+    from agentstack_lab.workflows.params import load_params_file, parse_value
+
+    values: dict[str, Any] = {}
+    for path in files:
+        values.update(load_params_file(path))
+    for name, text in params:
+        values[name] = parse_value(name, text)
+    for name, text in raw:
+        values[name] = text
+    return values
+
+
+@click.command("run")
+@click.argument("notebooks", nargs=-1, required=True, metavar="NOTEBOOK...")
+@click.option("-p", "--parameter", "params", nargs=2, multiple=True, metavar="NAME VALUE",
+              help="Set a parameter; VALUE typed like papermill (int, float, True/False/None, [list], {dict}).")
+@click.option("-r", "--raw", "raw", nargs=2, multiple=True, metavar="NAME VALUE",
+              help="Set a parameter to VALUE as a plain string.")
+@click.option("-f", "--parameters-file", "files", multiple=True, metavar="PARAMS.yaml",
+              help="YAML mapping of parameters (applied before -p/-r).")
+@click.option("--grid", "grid_file", metavar="GRID.yaml",
+              help="YAML mapping of name: [values]; one run per combination.")
+@click.option("-o", "--output", metavar="OUT", help="Executed notebook (a folder when several runs).")
+@click.option("--report", metavar="R.json", help="Report JSON (with several runs: a summary of all runs).")
+@click.option("--kernel", "kernel_name", metavar="K", help="Kernelspec name (default: the notebook's).")
+@click.option("--timeout", type=float, metavar="S", help="Seconds the whole run may take.")
+@click.option("--cell-timeout", type=float, metavar="S", help="Seconds one cell may take.")
+@click.option("--cwd", metavar="DIR", help="Kernel working directory (default: the current directory).")
+@click.option("--parallel", type=int, default=1, show_default=True, metavar="N",
+              help="Runs at once, on kernels from a pool started ahead of time.")
+@click.option("--fork/--no-fork", default=True, show_default=True,
+              help="Fork pooled kernels from a pre-warmed template process.")
+def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
+                raw: tuple[tuple[str, str], ...], files: tuple[str, ...], grid_file: str | None,
+                output: str | None, report: str | None, kernel_name: str | None, timeout: float | None,
+                cell_timeout: float | None, cwd: str | None, parallel: int, fork: bool) -> None:
+    """Run workflow NOTEBOOK(s) headless; exit 0 on PASS, 1 on FAIL, 2 on error."""
+    from agentstack_lab.workflows.params import ParameterError, load_params_file
+
+    try:
+        values = _parameters(params, raw, files)
+        grid = None
+        if grid_file:
+            from agentstack_lab.workflows.batch import expand_grid
+
+            grid = expand_grid(load_params_file(grid_file))
+    except ParameterError as exc:
+        _echo(f"ERROR bad parameter: {exc}")
+        raise SystemExit(2) from None
+    if parallel < 1:
+        _echo(f"ERROR --parallel must be >= 1, got {parallel}")
+        raise SystemExit(2)
+    if cwd and not Path(cwd).is_dir():
+        _echo(f"ERROR --cwd: directory not found: {cwd}")
+        raise SystemExit(2)
+    paths = [Path(n) for n in notebooks]
+    if len(paths) == 1 and not grid:
+        code = asyncio.run(_single(paths[0], values, output, report, kernel_name, cwd, cell_timeout, timeout,
+                                   parallel, fork))
+    else:
+        code = asyncio.run(_many(paths, values, grid, output, report, kernel_name, cwd, cell_timeout, timeout,
+                                 parallel, fork))
+    raise SystemExit(code)
+
+
+def _print_result(res: Any) -> None:
+    for warning in res.warnings:
+        _echo(f"warning: {warning}")
+    where = f" → {res.output}" if res.output else ""
+    _echo(f"{_LABEL[res.status]} {res.notebook}{where} ({res.duration:.1f}s): {res.message}")
+
+
+async def _single(path: Path, values: dict[str, Any], output: str | None, report: str | None,
+                  kernel_name: str | None, cwd: str | None, cell_timeout: float | None, timeout: float | None,
+                  parallel: int, fork: bool) -> int:
+    from agentstack_lab.workflows.execute import run_notebook
+
+    res = await run_notebook(path, parameters=values, output=output, report_path=report, kernel_name=kernel_name,
+                             cwd=cwd, cell_timeout=cell_timeout, timeout=timeout)
+    _print_result(res)
+    return res.exit_code
+
+
+async def _many(paths: list[Path], values: dict[str, Any], grid: list[dict[str, Any]] | None,
+                output: str | None, report: str | None, kernel_name: str | None, cwd: str | None,
+                cell_timeout: float | None, timeout: float | None, parallel: int, fork: bool) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from agentstack_lab.workflows.batch import plan_runs, run_batch
+
+    out_dir = Path(output or "workflow-runs")
+    if out_dir.suffix == ".ipynb":
+        _echo(f"ERROR with several runs -o must be a folder, got {out_dir}")
+        return 2
+    specs = plan_runs(paths, values, grid, out_dir)
+    console = Console(stderr=True)
+    with Progress(TextColumn("workflows"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        task = progress.add_task("runs", total=len(specs))
+
+        def done(spec: Any, res: Any) -> None:
+            progress.console.print(f"{_LABEL[res.status]} {spec.output} ({res.duration:.1f}s): {res.message}",
+                                   markup=False, highlight=False)
+            progress.advance(task)
+
+        results = await run_batch(specs, parallel=parallel, kernel_name=kernel_name or "python3", fork=fork,
+                                  cwd=cwd, cell_timeout=cell_timeout, timeout=timeout, on_done=done)
+    counts = {s: sum(r.status == s for r in results) for s in _LABEL}
+    _echo(f"{len(results)} runs: {counts['pass']} PASS, {counts['fail']} FAIL, {counts['error']} ERROR")
+    if report:
+        summary = [{"notebook": r.notebook, "parameters": r.parameters, "status": r.status, "exitCode": r.exit_code,
+                    "message": r.message, "output": r.output, "report": r.report_path,
+                    "verdict": (r.report or {}).get("verdict")} for r in results]
+        Path(report).parent.mkdir(parents=True, exist_ok=True)
+        Path(report).write_text(json.dumps({"runs": summary}, indent=2) + "\n", "utf-8")
+    return 2 if counts["error"] else 1 if counts["fail"] else 0
+
+
+class _WorkflowGroup(TyperGroup):
+    """Typer group that also carries the click ``run`` command (typer cannot express ``-p NAME VALUE``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.add_command(run_command)
+
+
+app = typer.Typer(cls=_WorkflowGroup, no_args_is_help=True,
+                  help="Run workflow notebooks headless (exit code = verdict: 0 PASS, 1 FAIL, 2 error).")
+
+
+@app.command("schema")
+def schema_command() -> None:
+    """Print the JSON Schema of workflow reports."""
+    from agentstack_lab.workflows.schema import report_schema
+
+    typer.echo(json.dumps(report_schema(), indent=2))
+
+
+@app.command("validate")
+def validate_command(report: Path) -> None:
+    """Check a report JSON file against the schema (exit 2 when invalid)."""
+    from agentstack_lab.workflows.schema import ReportValidationError, validate_report
+
+    try:
+        validate_report(json.loads(report.read_text("utf-8")))
+    except (OSError, ValueError, ReportValidationError) as exc:
+        _echo(f"ERROR {report}: {exc}")
+        raise typer.Exit(2) from None
+    typer.echo(f"{report}: valid")
+
+
+if __name__ == "__main__":
+    sys.exit(app())
