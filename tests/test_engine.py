@@ -345,3 +345,22 @@ async def test_inbound_wire_messages_and_get_tree(ws):
         run.send(from_wire({"type": "user-response", "agentId": run.id, "queryId": "nope", "response": "x"}))
     with pytest.raises(ValueError, match="only set status 'stopped'"):
         run.send(UserIntervention(agent_id=run.id, status="running"))
+
+
+async def test_memory_tools_are_scoped_to_the_run_session(ws):
+    other = ws.sessions.start("other")
+    ws.memory.scoped(other.id).store("secret", "churn rose in march", namespace=f"session:{other.id}")
+
+    def main(req):
+        res = last_tool_result(req)
+        if res is None:
+            return [tool_call("memory_store", {"key": "finding", "content": "churn fell in april", "tags": ["churn"]})]
+        if "stored" in res.content:
+            return [tool_call("memory_search", {"query": "churn"})]
+        return f"found: {res.content}"
+
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)))
+    result = await run
+    assert run.session_id and "churn fell in april" in result and "march" not in result
+    entry = ws.memory.scoped(run.session_id).get("finding", namespace=f"session:{run.session_id}")
+    assert entry.content == "churn fell in april" and entry.agent_id == run.id

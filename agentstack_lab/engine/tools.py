@@ -70,7 +70,7 @@ async def dispatch(run: AgentRun, node: AgentNode, call: ToolUseEvent) -> ToolRe
             output, error = await _memory_store(run, node, call.input), None
         else:
             output, error = None, f"unknown tool {call.name!r}"
-    except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+    except (ValueError, KeyError, TypeError, RuntimeError, PermissionError) as exc:
         if isinstance(exc, run.HeadlessQueryError):
             raise  # fails the run closed, never reported to the model as a tool error
         output, error = None, f"{type(exc).__name__}: {exc}"
@@ -109,10 +109,17 @@ def _namespace(run: AgentRun) -> str:
     return f"session:{run.session_id}"
 
 
-async def _memory_search(run: AgentRun, node: AgentNode, args: dict[str, Any]) -> dict[str, Any]:
+def _memory(run: AgentRun, node: AgentNode) -> Any:
+    """The workspace memory acting for this run's session and agent."""
     memory = getattr(run.workspace, "memory", None)
     if memory is None:
         raise RuntimeError("memory is not available in this workspace")
+    scoped = getattr(memory, "scoped", None)
+    return scoped(run.session_id, agent_id=node.id) if callable(scoped) else memory
+
+
+async def _memory_search(run: AgentRun, node: AgentNode, args: dict[str, Any]) -> dict[str, Any]:
+    memory = _memory(run, node)
     query = args.get("query")
     if not isinstance(query, str) or not query.strip():
         raise ValueError("memory_search: 'query' must be a non-empty string")
@@ -124,9 +131,7 @@ async def _memory_search(run: AgentRun, node: AgentNode, args: dict[str, Any]) -
 
 
 async def _memory_store(run: AgentRun, node: AgentNode, args: dict[str, Any]) -> dict[str, Any]:
-    memory = getattr(run.workspace, "memory", None)
-    if memory is None:
-        raise RuntimeError("memory is not available in this workspace")
+    memory = _memory(run, node)
     key, content = args.get("key"), args.get("content")
     if not isinstance(key, str) or not key.strip() or not isinstance(content, str):
         raise ValueError("memory_store: 'key' (non-empty string) and 'content' (string) are required")
