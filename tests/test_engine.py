@@ -364,3 +364,17 @@ async def test_memory_tools_are_scoped_to_the_run_session(ws):
     assert run.session_id and "churn fell in april" in result and "march" not in result
     entry = ws.memory.scoped(run.session_id).get("finding", namespace=f"session:{run.session_id}")
     assert entry.content == "churn fell in april" and entry.agent_id == run.id
+
+
+@pytest.mark.slow
+async def test_headless_subprocess_executor_run(ws):
+    def main(req):
+        res = last_tool_result(req)
+        if res is None:
+            return [tool_call("python", {"code": "import math\nprint('pi', round(math.pi, 3))\nh = fork('x')"})]
+        return f"tool: {res.content}"
+
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)),
+                   options=RunOptions(interactive=False, auto_approve=True, executor="subprocess"))
+    result = await run
+    assert "pi 3.142" in result and "fork()/wait() are not available in the subprocess executor" in result
