@@ -1,0 +1,56 @@
+"""Helpers for the notebook-surface kernel tests: a scripted provider source and widget-state readers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Defined inside the kernel: a provider that asks a clarification, then wants to run code.
+ASKING_PROVIDER = '''
+from agentstack_lab.providers.base import ToolResultBlock
+from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
+
+seen = []
+
+def _script(req):
+    step = req.metadata.get("step")
+    seen.append((step, repr(req.messages)))
+    if step == "clarify":
+        asked = sum(1 for s, _ in seen if s == "clarify") > 1
+        return {"needs_clarification": not asked, "question": "Which **year** do you mean?"}
+    if step in ("blocking", "final"):
+        return {"has_question": False}
+    if step == "subquestions":
+        return {"subquestions": []}
+    if step == "main":
+        ran = any(isinstance(b, ToolResultBlock) for m in req.messages if not isinstance(m.content, str)
+                  for b in m.content)
+        if not ran:
+            return [tool_call("python", {"code": "answer_year = 2024\\nprint('computed', answer_year)"})]
+        return "The year is **2024**. <script>alert('x')</script><img src=x onerror=alert(1)>"
+    return "summary"
+
+asking = ScriptedProvider(_script)
+'''
+
+
+def widget_models(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{model_id: state}`` from a notebook's saved widget state."""
+    return {mid: m["state"] for mid, m in state.items()}
+
+
+def with_class(models: dict[str, dict[str, Any]], cls: str) -> list[tuple[str, dict[str, Any]]]:
+    return [(mid, s) for mid, s in models.items() if cls in (s.get("_dom_classes") or [])]
+
+
+def node_summary(models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One dict per agent node box: status class, title, content, result (HTML values)."""
+    out = []
+    for _mid, box in with_class(models, "agentstack-node"):
+        header_id, body_id = (c.removeprefix("IPY_MODEL_") for c in box["children"])
+        header = [models[c.removeprefix("IPY_MODEL_")] for c in models[header_id]["children"]]
+        body = [models[c.removeprefix("IPY_MODEL_")] for c in models[body_id]["children"]]
+        status = next(c.removeprefix("agentstack-status-") for c in box["_dom_classes"]
+                      if c.startswith("agentstack-status-"))
+        out.append({"status": status, "title": header[2]["value"], "content": body[0]["value"],
+                    "result": body[3]["value"], "children": len(body[5]["children"])})
+    return out

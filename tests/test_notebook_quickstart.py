@@ -1,0 +1,57 @@
+"""The quickstart notebook, executed headless in a real kernel (nbclient, widget state stored)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.notebook_helpers import node_summary, widget_models
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def _outputs(nb, tag):
+    cell = next(c for c in nb.cells if tag in c.get("metadata", {}).get("tags", []))
+    return cell.outputs
+
+
+def test_quickstart_runs_headless_with_final_widget_state(workdir):
+    shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", workdir)
+    nb = nbformat.read(workdir / "quickstart.ipynb", as_version=4)
+    NotebookClient(nb, kernel_name="python3", timeout=120, store_widget_state=True,
+                   resources={"metadata": {"path": str(workdir)}}).execute()
+
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    models = widget_models(state)
+    nodes = node_summary(models)
+    assert len(nodes) == 4  # the root and the demo's three subagents
+    assert [n["status"] for n in nodes] == ["completed"] * 4
+    root = next(n for n in nodes if n["children"] == 3)
+    assert "researcher" in root["title"] and "How are sales trending in" in root["title"]
+    assert "Final answer" in root["result"] and "offline scripted demo" in root["result"]
+    assert all("offline" in n["content"] for n in nodes)  # streamed text was rendered
+    assert "<script" not in str(state)
+
+    tree_out = _outputs(nb, "agent-tree")[0]
+    assert tree_out["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] in state
+    text = tree_out["data"]["text/plain"].splitlines()
+    assert text[0].startswith("✓ researcher [completed] How are sales trending in `df`?")
+    assert sum(line.lstrip("│├└─ ").startswith("✓ ") for line in text) == 4
+    assert "```text" in tree_out["data"]["text/markdown"]
+
+    result = _outputs(nb, "result")[0]["text"]
+    assert result.startswith("completed\n[offline scripted demo]")
+    assert "mean" in _outputs(nb, "agent-variable")[0]["data"]["text/plain"]  # df_summary made by the agent
+    events = _outputs(nb, "events")[0]["data"]["text/plain"]
+    assert "agent-completed      4" in events and "tool-call            1" in events
+    assert "stored 'q2-sales' in namespace 'default'" in _outputs(nb, "memory-store")[0]["text"]
+    search = _outputs(nb, "memory-search")[0]["data"]["text/plain"].splitlines()
+    assert search[1].split()[:2] == ["0", "q2-sales"]
+    listing = _outputs(nb, "memory-list")[0]["data"]["text/plain"]
+    assert "churn" in listing and "q2-sales" in listing
+    assert (workdir / ".agentstack" / "agentstack.db").exists()
