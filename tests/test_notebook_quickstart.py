@@ -7,8 +7,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
+from agentstack_lab.demo import cell_text, run_quickstart
 from tests.notebook_helpers import node_summary, widget_models
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,9 +22,10 @@ def _outputs(nb, tag):
 
 def test_quickstart_runs_headless_with_final_widget_state(workdir):
     shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", workdir)
-    nb = nbformat.read(workdir / "quickstart.ipynb", as_version=4)
-    NotebookClient(nb, kernel_name="python3", timeout=120, store_widget_state=True,
-                   resources={"metadata": {"path": str(workdir)}}).execute()
+    nb = run_quickstart(workdir / "quickstart.ipynb")  # what `make demo` runs
+    saved = nbformat.read(workdir / "quickstart.executed.ipynb", as_version=4)
+    assert cell_text(saved, "agent-tree") == cell_text(nb, "agent-tree")
+    assert cell_text(nb, "agent-tree").startswith("✓ researcher [completed] How are sales trending in `df`?")
 
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     models = widget_models(state)
