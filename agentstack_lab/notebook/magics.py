@@ -16,7 +16,9 @@ plain scripts) the run is driven to completion on a private loop.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
+import sys
 import weakref
 from typing import Any
 
@@ -210,11 +212,16 @@ def start_agent(shell: Any, args: AgentArgs, *, workspace: Any = None) -> Any:
     if args.wait and loop is not None:
         raise UsageError("%agent --wait must be a top-level statement of a cell (it is awaited on the kernel's "
                          "loop); inside a block, start it without --wait and `await run` at top level")
+    if loop is None and not args.wait:
+        # Terminal IPython / scripts: nothing runs between cells, so nobody could answer a question.
+        print("%agent: no running event loop here (not a Jupyter kernel): running to completion, headless",
+              file=sys.stderr)
+        args = dataclasses.replace(args, wait=True)
     run = build_run(shell, args, workspace)
     if loop is None:
         import asyncio
 
-        return asyncio.run(_finish(run))  # terminal IPython / scripts: nothing else can drive it
+        return asyncio.run(_finish(run))
     return run.start()
 
 

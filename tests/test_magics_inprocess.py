@@ -1,0 +1,67 @@
+"""The extension in an in-process IPython shell (no kernel): loading is light, scripts run headless."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from agentstack_lab.notebook.magics import AgentRunFailed, await_transformer, magic_call_transformer
+from tests.notebook_helpers import ASKING_PROVIDER
+
+
+@pytest.fixture
+def shell():
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "agentstack_lab")
+    yield sh
+    sh.run_line_magic("unload_ext", "agentstack_lab")
+    InteractiveShell.clear_instance()
+
+
+def test_load_ext_imports_nothing_heavy():
+    probe = ("import sys, json\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+             "sh = InteractiveShell.instance()\nsh.run_line_magic('load_ext', 'agentstack_lab')\n"
+             "heavy = ('pandas', 'anthropic', 'openai', 'nbclient', 'ipywidgets', 'numpy', 'agentstack_lab.engine')\n"
+             "print(json.dumps({'heavy': [m for m in heavy if m in sys.modules],\n"
+             "                  'magics': sorted(k for k in sh.magics_manager.magics['line'] if k in ('agent', 'memory'))}))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == {"heavy": [], "magics": ["agent", "memory"]}
+
+
+def test_without_a_loop_the_run_completes_headless(shell, capsys):
+    shell.user_ns["sales"] = [3, 5, 8]
+    run = shell.run_line_magic("agent", "--auto-approve --no-subagents --max-depth 0 what about @sales?")
+    assert run.status == "completed" and run.result.startswith("[offline scripted demo]")
+    assert "running to completion, headless" in capsys.readouterr().err
+    frame = run.events_frame()
+    assert list(frame.columns[:3]) == ["seq", "type", "agentId"] and frame["seq"].is_monotonic_increasing
+    assert frame["type"].iloc[-1] in ("agent-completed", "agent-state")
+
+
+def test_failed_headless_run_raises_one_line(shell):
+    shell.run_cell(ASKING_PROVIDER)
+    with pytest.raises(AgentRunFailed) as info:  # it asks a clarification: nobody can answer
+        shell.run_line_magic("agent", "--wait --provider @asking --no-subagents which year?")
+    assert info.value._render_traceback_()[0].startswith("AgentRunFailed: HeadlessQueryError: ")
+    assert info.value.run.status == "failed"
+
+
+def test_usage_errors_and_unload(shell):
+    with pytest.raises(UsageError, match="unknown agent type 'nope'"):
+        shell.run_line_magic("agent", "--type nope hi")
+    assert magic_call_transformer in shell.input_transformers_cleanup
+    assert await_transformer in shell.input_transformers_post
+    shell.run_line_magic("unload_ext", "agentstack_lab")
+    assert magic_call_transformer not in shell.input_transformers_cleanup
+    assert await_transformer not in shell.input_transformers_post
+    shell.run_line_magic("load_ext", "agentstack_lab")
+
+
+def test_help_syntax_does_not_swallow_questions(shell):
+    code = shell.transform_cell("%agent how are sales trending in df?")
+    assert code == "get_ipython().run_line_magic('agent', 'how are sales trending in df?')\n"
