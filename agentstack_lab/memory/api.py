@@ -11,8 +11,8 @@ from __future__ import annotations
 import builtins
 import hashlib
 import json
+import secrets
 import time
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,6 +37,7 @@ __all__ = ["Memory", "Entry", "SearchResult", "MemoryValidationError", "SearchMo
 
 SearchMode = Literal["hybrid", "fts", "vector"]
 MAX_KEY = 1024
+BULK_ROWS = 64   # from this many new rows on, store_many indexes FTS in one statement
 _COLS = "m.rid, m.id, m.key, m.namespace, m.content, m.content_hash, m.metadata, m.agent_id, m.version," \
         " m.created_at, m.updated_at, (SELECT json_group_array(tag) FROM memory_tags t WHERE t.memory_rid = m.rid)"
 
@@ -123,6 +124,7 @@ class Memory:
             _index = VectorIndex(db, dimensions=embedder.dimensions, use_cache=self.config.vector.cache)
             _index.ensure(embedder.name, embedder.model)
         self.index = _index
+        self._ns_ok: dict[str, str] = {}   # namespaces already validated for writing by this view
 
     def scoped(self, session_id: str | None = None, *, agent_id: str | None = None,
                include_shared: bool = True) -> Memory:
@@ -165,7 +167,11 @@ class Memory:
             except (TypeError, ValueError) as exc:
                 raise MemoryValidationError(f"{where}metadata is not JSON-serialisable: {exc}") from None
             metadata = dict(metadata)
-        ns = self._namespace(namespace, "write")
+        ns = self._ns_ok.get(namespace) if namespace is not None else None
+        if ns is None:
+            ns = self._namespace(namespace, "write")
+            if namespace is not None and len(self._ns_ok) < 256:
+                self._ns_ok[namespace] = ns
         if self.context is not None and self.context.agent_id and agent_id != self.context.agent_id:
             raise MemoryValidationError(f"{where}agent {self.context.agent_id!r} cannot write as agent {agent_id!r}")
         return _Item(key, content, ns, agent_id, tags, metadata, content_hash(content))
@@ -221,6 +227,11 @@ class Memory:
                 found.update({(ns, r[0]): (r[1], r[2], r[3]) for r in rows})
         return found
 
+    @staticmethod
+    def _log_mark(conn: Any) -> int:
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_vec_log'").fetchone()
+        return int(row[0]) if row else 0
+
     def _embed(self, items: list[_Item]) -> dict[int, bytes]:
         if not items:
             return {}
@@ -233,27 +244,42 @@ class Memory:
     def _write(self, items: list[_Item]) -> int:
         if not items:
             return 0
-        # embed outside the write lock whatever is new or changed in a snapshot read ...
-        before = self._existing(self.db.conn, items)
-        vectors = self._embed([it for it in items if (it.namespace, it.key) not in before
-                               or before[(it.namespace, it.key)][1] != it.hash])
+        # embed outside the write lock what is new or changed in a snapshot ...
+        conn = self.db.conn
+        conn.execute("BEGIN")
+        try:
+            mark = self._log_mark(conn)
+            existing = self._existing(conn, items)
+        finally:
+            conn.execute("COMMIT")
+        vectors = self._embed([it for it in items if (it.namespace, it.key) not in existing
+                               or existing[(it.namespace, it.key)][1] != it.hash])
         now = time.time()
         with self.db.transaction() as conn:
-            # ... and re-check inside it: another writer may have changed things meanwhile
-            existing = self._existing(conn, items)
-            need = [it for it in items if id(it) not in vectors and ((it.namespace, it.key) not in existing
-                                                                       or existing[(it.namespace, it.key)][1] != it.hash)]
-            vectors.update(self._embed(need))
+            # ... and look again only if another writer changed memory meanwhile
+            if self._log_mark(conn) != mark:
+                existing = self._existing(conn, items)
+                vectors.update(self._embed([it for it in items if id(it) not in vectors and (
+                    (it.namespace, it.key) not in existing or existing[(it.namespace, it.key)][1] != it.hash)]))
             new = [it for it in items if (it.namespace, it.key) not in existing]
             old = [it for it in items if (it.namespace, it.key) in existing]
             row = conn.execute("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memory'), 0),"
                                " coalesce((SELECT max(rid) FROM memory), 0))").fetchone()
             rids = {id(it): row[0] + 1 + i for i, it in enumerate(new)}
-            conn.executemany(
-                "INSERT INTO memory (rid, id, key, namespace, content, content_hash, metadata, agent_id,"
-                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(rids[id(it)], uuid.uuid4().hex, it.key, it.namespace, it.content, it.hash,
-                  json.dumps(it.metadata or {}), it.agent_id, now, now) for it in new])
+            base = f"{time.time_ns() // 1000:013x}{secrets.token_hex(3)}"   # time-ordered ids append to the index
+            rows = [(rids[id(it)], f"{base}{i:07x}", it.key, it.namespace, it.content, it.hash,
+                     json.dumps(it.metadata) if it.metadata else "{}", it.agent_id, now, now) for i, it in enumerate(new)]
+            bulk = len(new) >= BULK_ROWS
+            if bulk:  # per-row triggers stand aside; index the whole rowid range below in two statements
+                conn.execute("INSERT INTO memory_bulk (active) VALUES (1)")
+            conn.executemany("INSERT INTO memory (rid, id, key, namespace, content, content_hash, metadata, agent_id,"
+                             " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            if bulk:
+                conn.execute("DELETE FROM memory_bulk")
+                lo, hi = rows[0][0], rows[-1][0]
+                conn.execute("INSERT INTO memory_fts (rowid, key, content) SELECT rid, key, content FROM memory"
+                             " WHERE rid BETWEEN ? AND ?", (lo, hi))
+                conn.execute("INSERT INTO memory_vec_log (rid) SELECT rid FROM memory WHERE rid BETWEEN ? AND ?", (lo, hi))
             self.index.add(conn, [(rids[id(it)], vectors[id(it)], *vec_metadata(it.namespace, it.agent_id))
                                   for it in new])
             tag_rows = [(rids[id(it)], t) for it in new for t in (it.tags or [])]

@@ -29,6 +29,7 @@ __all__ = ["VectorIndex", "VectorFilter", "EmbedderMismatchError", "vec_metadata
 
 MAX_K = 4096          # sqlite-vec's KNN limit
 LOG_KEEP = 200_000    # log rows kept; a reader further behind reloads in full
+CHUNK_SIZE = 256      # vec0 chunk: smaller than the default 1024 makes inserts cheaper (shorter overflow chains)
 
 
 class EmbedderMismatchError(RuntimeError):
@@ -165,7 +166,8 @@ class VectorIndex:
             if row is None:
                 conn.execute(
                     "CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec USING vec0(rid integer primary key,"
-                    f" embedding float[{d}] distance_metric=cosine, namespace text, session text, agent text)")
+                    f" embedding float[{d}] distance_metric=cosine, namespace text, session text, agent text,"
+                    f" chunk_size={CHUNK_SIZE})")
                 conn.execute("INSERT INTO vector_index (id, embedder, model, dimensions, created_at)"
                              " VALUES (1, ?, ?, ?, ?)", (embedder_name, model, d, time.time()))
                 return
@@ -259,20 +261,49 @@ class VectorIndex:
                 conn.execute("COMMIT")
 
     def _load(self, conn: Any, top: int) -> _Matrix:
-        rows = conn.execute("SELECT rid, embedding, namespace, session, agent FROM memory_vec").fetchall()
-        m = _Matrix(self.dimensions, cap=max(1024, int(len(rows) * 1.25)))
-        if rows:
-            n = len(rows)
-            m.mat[:n] = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(n, self.dimensions)
-            m.rids[:n] = [r[0] for r in rows]
+        try:
+            rids, mat = self._read_chunks(conn)
+        except Exception:  # pragma: no cover - a sqlite-vec whose storage layout differs: use its SQL API
+            rows = conn.execute("SELECT rid, embedding FROM memory_vec ORDER BY rid").fetchall()
+            rids = np.array([r[0] for r in rows], dtype=np.int64)
+            mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dimensions)
+        n = len(rids)
+        m = _Matrix(self.dimensions, cap=max(1024, int(n * 1.25)))
+        if n:
+            meta = conn.execute("SELECT rid, namespace, agent_id FROM memory ORDER BY rid").fetchall()
+            mrids = np.fromiter((r[0] for r in meta), dtype=np.int64, count=len(meta))
+            at = np.clip(np.searchsorted(mrids, rids), 0, max(len(mrids) - 1, 0))
+            ok = (mrids[at] == rids) if len(mrids) else np.zeros(n, dtype=bool)
+            rids, mat, at = rids[ok], mat[ok], at[ok]
+            n = len(rids)
+            m.mat[:n] = mat
+            m.rids[:n] = rids
             m.alive[:n] = True
-            m.ns[:n] = [m._code("ns", r[2]) for r in rows]
-            m.sess[:n] = [m._code("sess", r[3]) for r in rows]
-            m.agent[:n] = [m._code("agent", r[4]) for r in rows]
-            m.pos = {int(r[0]): i for i, r in enumerate(rows)}
+            for i, j in enumerate(at.tolist()):
+                ns, sess, agent = vec_metadata(meta[j][1], meta[j][2])
+                m.ns[i] = m._code("ns", ns)
+                m.sess[i] = m._code("sess", sess)
+                m.agent[i] = m._code("agent", agent)
+            m.pos = dict(zip(rids.tolist(), range(n), strict=True))
             m.n = n
         m.last_seq = top
         return m
+
+    def _read_chunks(self, conn: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Read sqlite-vec 0.1.9's chunk tables directly: whole 256-row blobs instead of one row at a time."""
+        d = self.dimensions
+        vectors = dict(conn.execute("SELECT rowid, vectors FROM memory_vec_vector_chunks00").fetchall())
+        all_rids, all_vecs = [], []
+        for chunk_id, size, validity, rowids in conn.execute(
+                "SELECT chunk_id, size, validity, rowids FROM memory_vec_chunks ORDER BY chunk_id"):
+            valid = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")[:size].astype(bool)
+            ids = np.frombuffer(rowids, dtype=np.int64)[:size]
+            vec = np.frombuffer(vectors[chunk_id], dtype=np.float32)[:size * d].reshape(size, d)
+            all_rids.append(ids[valid])
+            all_vecs.append(vec[valid])
+        if not all_rids:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, d), dtype=np.float32)
+        return np.concatenate(all_rids), np.concatenate(all_vecs)
 
     def _apply(self, conn: Any, m: _Matrix, rids: list[int]) -> None:
         found: list[tuple[int, bytes, str, str, str]] = []

@@ -252,3 +252,22 @@ def foundation_sessions_tasks(conn: Any) -> None:
             completed_at REAL
         )""")
     conn.execute("CREATE INDEX idx_tasks_session ON tasks(session_id, status)")
+
+
+@migration
+def foundation_memory_bulk(conn: Any) -> None:
+    """Let ``Memory.store_many`` index a batch of new rows in one statement instead of row by row.
+
+    While a row exists in ``memory_bulk`` (only ever inside the writer's own transaction) the
+    per-row insert triggers stand aside; the writer then fills ``memory_fts`` and ``memory_vec_log``
+    for exactly its new rowid range with ``INSERT ... SELECT`` before committing.
+    """
+    conn.execute("CREATE TABLE memory_bulk (active INTEGER NOT NULL)")
+    conn.execute("DROP TRIGGER memory_ai")
+    conn.execute("""
+        CREATE TRIGGER memory_ai AFTER INSERT ON memory WHEN NOT EXISTS (SELECT 1 FROM memory_bulk) BEGIN
+            INSERT INTO memory_fts(rowid, key, content) VALUES (NEW.rid, NEW.key, NEW.content);
+        END""")
+    conn.execute("DROP TRIGGER memory_vlog_ai")
+    conn.execute("""CREATE TRIGGER memory_vlog_ai AFTER INSERT ON memory WHEN NOT EXISTS (SELECT 1 FROM memory_bulk)
+        BEGIN INSERT INTO memory_vec_log (rid) VALUES (NEW.rid); END""")
