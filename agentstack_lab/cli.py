@@ -26,6 +26,7 @@ app.add_typer(memory_app, name="memory")
 app.add_typer(session_app, name="session")
 app.add_typer(config_app, name="config")
 # Other layers register their groups here, one line each, e.g. app.add_typer(workflow_app, name="workflow").
+app.add_typer(__import__("agentstack_lab.workflows.cli", fromlist=["app"]).app, name="workflow")
 
 
 class CliError(Exception):
