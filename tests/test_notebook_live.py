@@ -99,10 +99,12 @@ def test_background_run_is_answered_and_approved_over_comms(workdir):
 
         approve, = fe.find("agentstack-approve")
         fe.click(approve)
-        _, out = fe.execute("import asyncio\nawait asyncio.wait_for(run.wait(), 20)\n"
+        _, out = fe.execute("result = await run\n"
                             "print(run.status, answer_year)\n"
                             "print(any('2024, please' in text for step, text in seen if step == 'main'))")
         assert _text(out).split() == ["completed", "2024", "True"]
+        _, out = fe.execute("print(result == run.result, result.startswith('The year is'))")
+        assert _text(out).split() == ["True", "True"]
 
         def root_done():
             return any("agentstack-status-completed" in (s.get("_dom_classes") or [])
