@@ -35,7 +35,12 @@ class CliError(Exception):
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
     from agentstack_lab.config import ConfigError
-    from agentstack_lab.memory import AccessDeniedError, EmbedderMismatchError, MemoryValidationError, SessionError
+    from agentstack_lab.memory import (
+        AccessDeniedError,
+        EmbedderMismatchError,
+        MemoryValidationError,
+        SessionError,
+    )
     from agentstack_lab.store.connection import sqlite
 
     return (CliError, ConfigError, AccessDeniedError, EmbedderMismatchError, MemoryValidationError, SessionError,

@@ -437,7 +437,7 @@ class Memory:
         if mode == "fts":
             ranked = [(h["rid"], h["score"]) for h in fts_hits]
         elif mode == "vector":
-            ranked = vec_hits
+            ranked = [(rid, min(1.0, max(0.0, sim))) for rid, sim in vec_hits]   # cosine, negatives as 0
         else:
             h = self.config.hybrid
             vec_hits = [(r, s) for r, s in vec_hits if s >= h.min_vector_score]
