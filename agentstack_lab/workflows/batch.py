@@ -73,7 +73,8 @@ async def run_batch(specs: list[RunSpec], *, parallel: int = 2, kernel_name: str
         raise ValueError(f"--parallel must be >= 1, got {parallel}")
     results: list[RunResult | None] = [None] * len(specs)
     gate = asyncio.Semaphore(parallel)
-    async with KernelPool(min(parallel, len(specs)) or 1, kernel_name, cwd=cwd, fork=fork,
+    # keep a couple of kernels starting ahead of the runs, so a finished run never waits for a start
+    async with KernelPool(min(parallel + 2, len(specs)) or 1, kernel_name, cwd=cwd, fork=fork,
                           total=len(specs)) as pool:
 
         async def one(i: int, spec: RunSpec) -> None:

@@ -51,12 +51,12 @@ def load(path):
 \tif path in _CACHE:
 \t\treturn json.loads(_CACHE[path])
 \ttry:
-\t\tdata = open(path).read()   
+\t\tdata = open(path).read()<WS>
 \texcept:
 \t\tdata = ""
 \t_CACHE[path] = data
 \treturn data  # TODO: parse
-'''
+'''.replace("<WS>", "   ")  # trailing whitespace, on purpose
 
 
 def demo_docs_project(root: str | Path | None = None) -> Path:

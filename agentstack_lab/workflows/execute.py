@@ -144,7 +144,8 @@ async def run_notebook(notebook: str | Path, *, parameters: dict[str, Any] | Non
         report_path: Where to write the report JSON (optional).
         kernel_name: Kernelspec to use (default: the notebook's, else ``python3``).
         cwd: Working directory of the kernel (default: the current directory, as papermill).
-        cell_timeout: Seconds one cell may run. timeout: seconds the whole run may take.
+        cell_timeout: Seconds one cell may run.
+        timeout: Seconds the whole run may take.
         pool: A started :class:`~agentstack_lab.workflows.pool.KernelPool` to take the kernel from.
     """
     import nbformat

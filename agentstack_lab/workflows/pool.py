@@ -43,7 +43,7 @@ async def start_kernel(kernel_name: str, *, cwd: str | None = None, zygote: Any 
     kc = km.client()
     kc.start_channels()
     try:
-        await kc.wait_for_ready(timeout=startup_timeout)
+        await _wait_ready(km, kc, startup_timeout)
     except BaseException:
         kc.stop_channels()
         with contextlib.suppress(Exception):
@@ -52,6 +52,34 @@ async def start_kernel(kernel_name: str, *, cwd: str | None = None, zygote: Any 
     kc.allow_stdin = False
     forked = type(getattr(km.provisioner, "process", None)).__name__ == "_ForkedProcess"
     return KernelLease(km=km, kc=kc, kernel_name=kernel_name, forked=forked)
+
+
+async def _wait_ready(km: Any, kc: Any, timeout: float) -> None:
+    """Like ``wait_for_ready`` but polling in 50 ms steps: a kernel_info reply, then any IOPub message."""
+    from queue import Empty
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    replied = False
+    while True:
+        if not replied:
+            kc.kernel_info()
+        try:
+            if not replied:
+                msg = await kc.shell_channel.get_msg(timeout=0.05)
+                replied = msg["msg_type"] == "kernel_info_reply"
+                if replied:
+                    kc._handle_kernel_info_reply(msg)
+            else:
+                await kc.iopub_channel.get_msg(timeout=0.05)
+                return
+        except Empty:
+            if replied:  # IOPub not subscribed yet: ask again so the kernel publishes a status
+                replied = False
+        if not await km.is_alive():
+            raise RuntimeError("kernel died before replying to kernel_info")
+        if loop.time() > deadline:
+            raise RuntimeError(f"kernel did not answer within {timeout:.0f}s")
 
 
 async def discard_kernel(lease: KernelLease) -> None:

@@ -26,7 +26,8 @@ __all__ = ["Zygote", "ZygoteError", "ZygoteKernelManager", "split_kernel_cmd", "
 
 _PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "IPython.core.interactiveshell",
             "IPython.core.completer", "jupyter_client.session", "tornado.ioloop", "zmq.asyncio",
-            "comm", "debugpy")
+            "comm", "debugpy", "ipykernel.debugger", "IPython.core.debugger", "IPython.core.completerlib",
+            "IPython.extensions.storemagic", "IPython.core.history", "sqlite3")
 
 
 class ZygoteError(RuntimeError):
@@ -103,6 +104,12 @@ def main() -> None:
             importlib.import_module(name)
         except ImportError:
             pass
+    import threading
+
+    if threading.active_count() > 1:  # forking a threaded process is unsafe: refuse to serve
+        sys.stdout.write(json.dumps({"ready": False, "error": "preloading started threads"}) + "\n")
+        sys.stdout.flush()
+        return
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts are for kernels, not for us
     _set_pdeathsig()
