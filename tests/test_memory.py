@@ -223,3 +223,11 @@ def test_dataframe_helpers(ws):
     df = ws.memory.search_df("frames")
     assert list(df["key"]) == ["k"] and "score" in df.columns
     assert list(ws.memory.list_df()["key"]) == ["k"]
+
+
+def test_fts_all_terms_first_then_any_term(ws):
+    m = ws.memory
+    m.store_many([("both", "alpha beta"), ("one", "alpha alpha alpha"), ("other", "beta gamma"), ("none", "delta")])
+    keys = [r.key for r in m.search("alpha beta", "fts")]
+    assert keys[0] == "both" and set(keys) == {"both", "one", "other"}
+    assert [r.key for r in m.search("alpha beta", "fts", limit=1)] == ["both"]
