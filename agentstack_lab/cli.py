@@ -27,6 +27,8 @@ app.add_typer(session_app, name="session")
 app.add_typer(config_app, name="config")
 # Other layers register their groups here, one line each, e.g. app.add_typer(workflow_app, name="workflow").
 app.add_typer(__import__("agentstack_lab.workflows.cli", fromlist=["app"]).app, name="workflow")
+app.add_typer(__import__("agentstack_lab.agent_cli", fromlist=["app"]).app, name="agent")
+app.command("mcp")(__import__("agentstack_lab.mcp.cli", fromlist=["mcp"]).mcp)
 
 
 class CliError(Exception):

@@ -1,0 +1,141 @@
+"""The MCP server: the :class:`~agentstack_lab.mcp.tools.Toolbox` methods served over stdio.
+
+Expected failures (bad input, unknown ids, access denied, a missing provider key, an invalid
+transition) come back as tool errors with one line of text; argument validation failures are
+reduced to ``field: problem`` pairs. Runs still going when the client disconnects are stopped
+(and their event logs flushed) before the process exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from agentstack_lab.mcp.tools import TOOL_NAMES, Toolbox
+
+__all__ = ["build_server", "serve", "expected_errors"]
+
+INSTRUCTIONS = (
+    "agentstack-lab: recursive LLM agents over one SQLite workspace. agent_run starts a headless run "
+    "(auto_approve must be set for agents to run Python; questions need `answers`); agent_status, "
+    "agent_tree and agent_list read the workspace database, so they also show runs of other processes "
+    "(notebooks, the CLI). memory_* honour sessions: pass session_id to use a session's private namespace. "
+    "task_* and consensus_* tools are not served (those services are not built).")
+
+
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions whose message is the answer (shown to the client as a tool error)."""
+    from agentstack_lab.config import ConfigError
+    from agentstack_lab.engine import AgentRunError
+    from agentstack_lab.providers.base import ProviderError
+    from agentstack_lab.store.connection import sqlite
+
+    return (ValueError, LookupError, PermissionError, TypeError, ConfigError, ProviderError, AgentRunError,
+            ImportError, sqlite.Error)
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
+        text = exc.args[0]  # KeyError's str() would quote it
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a tool on the server's loop; expected errors become one-line ``ToolError``\\ s."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    errors = expected_errors()
+
+    @functools.wraps(fn)
+    async def tool(**kwargs: Any) -> Any:
+        try:
+            result = fn(**kwargs)
+            return await result if inspect.isawaitable(result) else result
+        except errors as exc:
+            raise ToolError(_message(exc)) from None
+
+    return tool
+
+
+def _validation_text(exc: Any) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__") or "arguments"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    return "; ".join(dict.fromkeys(parts))
+
+
+@functools.cache
+def _server_class() -> type:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from pydantic import ValidationError
+
+    class AgentstackServer(MCPServer):
+        """``MCPServer`` whose argument errors read ``invalid arguments for X: field: problem``."""
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except UnexpectedToolError:
+                raise
+            except ToolError as exc:
+                if isinstance(exc.__cause__, ValidationError):
+                    raise ToolError(f"invalid arguments for {name}: {_validation_text(exc.__cause__)}") from None
+                raise
+
+    return AgentstackServer
+
+
+def build_server(workspace: Any) -> Any:
+    """An MCP server exposing the workspace's agents, memory, sessions, identities and status."""
+    try:
+        import mcp.server.mcpserver  # noqa: F401
+    except ImportError as exc:
+        raise ImportError("the MCP server needs the `mcp` package: pip install 'agentstack-lab[mcp]'") from exc
+    from agentstack_lab import __version__
+
+    toolbox = Toolbox(workspace)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {"toolbox": toolbox}
+        finally:
+            await _stop_runs(toolbox)
+
+    server = _server_class()(name="agentstack-lab", version=__version__, instructions=INSTRUCTIONS,
+                             lifespan=lifespan, log_level="WARNING")
+    for name in TOOL_NAMES:
+        server.add_tool(_guard(getattr(toolbox, name)), name=name)
+    server.toolbox = toolbox
+    return server
+
+
+async def _stop_runs(toolbox: Toolbox) -> None:
+    import asyncio
+
+    live = [run for run in toolbox.runs.values() if not run.done]
+    for run in live:
+        run.stop(reason="the MCP server shut down")
+    if live:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.gather(*(r.wait(raise_on_error=False) for r in live)), 10)
+
+
+def serve(path: str | Path | None = None) -> None:
+    """Open the workspace (``path`` or the one found from the working directory) and serve over stdio."""
+    from agentstack_lab.workspace import Workspace
+
+    ws = Workspace.open(path)
+    try:
+        ws.db  # open and migrate now: a broken database fails before the protocol starts
+        build_server(ws).run("stdio")
+    finally:
+        ws.close()

@@ -1,0 +1,336 @@
+"""The MCP tools as plain methods over one workspace (the server in ``server.py`` only registers them).
+
+Each method's signature is its input schema (``Annotated`` fields carry limits and descriptions);
+each returns a JSON-able dict. Errors are the services' own exceptions (``ValueError``,
+``LookupError``, ``PermissionError``, ``ProviderError``...) and the server turns them into one-line
+tool errors. Agent runs started here live in this process; everything else is read from the
+workspace database, so runs of other processes (a notebook, the CLI) show too.
+
+Not built yet, so not offered: ``task_*`` and ``consensus_*`` (their services do not exist).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+__all__ = ["Toolbox", "TOOL_NAMES"]
+
+TOOL_NAMES = (
+    "agent_run", "agent_status", "agent_tree", "agent_list", "agent_stop", "agent_types",
+    "memory_store", "memory_get", "memory_search", "memory_list", "memory_delete",
+    "session_start", "session_end", "session_status", "session_active",
+    "identity_create", "identity_transition", "identity_audit",
+    "system_status",
+)
+
+SessionId = Annotated[str | None, Field(description="Act within this session (its private namespace "
+                                                    "session:<id> becomes readable and the default).")]
+Namespace = Annotated[str | None, Field(description="Namespace (default: 'default', or the session's own).")]
+Key = Annotated[str, Field(min_length=1, max_length=1024)]
+Status = Literal["pending", "idle", "running", "waiting_user", "completed", "failed", "stopped"]
+
+
+def _asdict(obj: Any) -> dict[str, Any]:
+    return dataclasses.asdict(obj)
+
+
+class Toolbox:
+    """The tools of one workspace; agent runs started here are kept in :attr:`runs`."""
+
+    def __init__(self, workspace: Any):
+        from agentstack_lab.agents import AgentRegistry
+
+        self.ws = workspace
+        self.registry = AgentRegistry()
+        self.runs: dict[str, Any] = {}
+
+    # --- agents ------------------------------------------------------------------------------------
+    async def agent_run(
+        self,
+        prompt: Annotated[str, Field(min_length=1, description="What to ask the agent tree.")],
+        agent_type: Annotated[str | None, Field(description="Root agent type (see agent_types).")] = None,
+        provider: Annotated[str | None, Field(description="Provider name; default: the workspace config's.")] = None,
+        model: str | None = None,
+        auto_approve: Annotated[bool, Field(description="Let agents run Python without asking. Without it a "
+                                                        "run that wants to run code fails closed.")] = False,
+        executor: Literal["subprocess", "live"] = "subprocess",
+        wait: Annotated[bool, Field(description="Wait for the end and return result and tree.")] = False,
+        session_id: SessionId = None,
+        max_depth: Annotated[int | None, Field(ge=0, le=8)] = None,
+        subagents: bool = True,
+        timeout_s: Annotated[float | None, Field(gt=0)] = None,
+        answers: Annotated[dict[Literal["clarification", "blocking", "final"], str] | None,
+                           Field(description="Answers given up front to the agents' questions.")] = None,
+    ) -> dict[str, Any]:
+        """Start a headless agent run (no one to ask: questions need `answers`, code needs auto_approve)."""
+        from agentstack_lab.engine import AgentRun
+
+        if session_id is not None:
+            self._active_session(session_id)
+        options: dict[str, Any] = {"interactive": False, "auto_approve": auto_approve, "executor": executor,
+                                   "subagents": subagents, "answers": dict(answers or {})}
+        if max_depth is not None:
+            options["max_depth"] = max_depth
+        if timeout_s is not None:
+            options["timeout_s"] = timeout_s
+        run = AgentRun(prompt, workspace=self.ws, provider=provider, agent_type=agent_type, options=options,
+                       model=model, session_id=session_id, registry=self.registry)
+        self.runs[run.id] = run
+        run.start()
+        if not wait:
+            await asyncio.sleep(0)  # let the run write its first state
+            return {"run_id": run.id, "status": run.status, "done": False}
+        await run.wait(raise_on_error=False)
+        return self._run_summary(run)
+
+    def _run_summary(self, run: Any) -> dict[str, Any]:
+        root = run.tree
+        return {"run_id": run.id, "status": run.status, "done": run.done, "result": run.result,
+                "error": run.error or root.get("error"), "session_id": run.session_id, "tree": root}
+
+    def agent_status(self, agent_id: Annotated[str, Field(min_length=1, description="Agent id, name or run id.")]
+                     ) -> dict[str, Any]:
+        """One agent's persisted state (status, tokens, result or error) and its last logged event."""
+        from agentstack_lab.engine.activity import last_events
+
+        row = self._agent(agent_id)
+        out = _asdict(row)
+        out["last_event"] = last_events(self.ws.db, [row.run_id]).get(row.id) if row.run_id else None
+        run = self.runs.get(row.run_id or "")
+        out["in_this_process"] = bool(run is not None and not run.done)
+        return out
+
+    def agent_tree(self, run_id: Annotated[str, Field(min_length=1, description="Run id (or a unique prefix).")]
+                   ) -> dict[str, Any]:
+        """The run's agent tree, rebuilt from the workspace event log (works for runs of any process)."""
+        from agentstack_lab.engine.activity import resolve_run
+        from agentstack_lab.engine.log import rebuild_tree
+
+        rid = resolve_run(self.ws.db, run_id)
+        return {"run_id": rid, "tree": rebuild_tree(self.ws.db, rid)}
+
+    def agent_list(self, run_id: str | None = None, status: Status | None = None, session_id: str | None = None,
+                   roots_only: Annotated[bool, Field(description="Only run roots (one row per run).")] = False,
+                   limit: Annotated[int, Field(ge=1, le=1000)] = 50) -> dict[str, Any]:
+        """Agents in the workspace database, newest first."""
+        from agentstack_lab.engine.activity import agent_rows, resolve_run
+
+        rid = resolve_run(self.ws.db, run_id) if run_id else None
+        rows = agent_rows(self.ws.db, run_id=rid, status=status, session_id=session_id, roots=roots_only, limit=limit)
+        for r in rows:
+            r["prompt"] = _clip(r["prompt"])
+            r["result"] = _clip(r["result"])
+        return {"agents": rows, "count": len(rows)}
+
+    async def agent_stop(self, agent_id: Annotated[str, Field(min_length=1, description="Agent or run id.")],
+                         reason: str | None = None) -> dict[str, Any]:
+        """Stop an agent and its subtree (runs started by this server) or an idle spawned agent."""
+        from agentstack_lab.agents.spawner import TERMINAL, Spawner
+
+        row = self._agent(agent_id)
+        if row.status in TERMINAL:
+            raise ValueError(f"agent {row.name} already {row.status}; nothing to stop")
+        reason = reason or "stopped through MCP"
+        if row.run_id is None:
+            return _asdict(Spawner(self.ws.db).stop(row.id, reason))
+        run = self.runs.get(row.run_id)
+        if run is None or run.done:
+            raise LookupError(f"run {row.run_id} is not running in this MCP server (it was started by another "
+                              "process, or that process ended); stop it where it runs")
+        run.stop(None if row.id == run.id else row.id, reason=reason)
+        for _ in range(200):  # the subtree settles within a few loop turns
+            node = run.nodes.get(row.id)
+            if node is not None and node.terminal:
+                break
+            await asyncio.sleep(0.01)
+        if row.id == run.id:
+            await run.wait(raise_on_error=False)
+        node = run.nodes[row.id]
+        return {"agent_id": row.id, "run_id": run.id, "status": node.status, "error": node.error}
+
+    def agent_types(self) -> dict[str, Any]:
+        """Agent types that runs may use (core and plugin types)."""
+        types = []
+        for name in self.registry.list():
+            d = self.registry.get(name)
+            types.append({"type": d.type, "name": d.name, "description": d.description,
+                          "capabilities": list(d.capabilities), "core": self.registry.is_core(name)})
+        return {"types": types}
+
+    def _agent(self, ref: str) -> Any:
+        from agentstack_lab.agents.spawner import AgentNotFoundError, Spawner
+
+        sp = Spawner(self.ws.db)
+        row = sp.get(ref) or sp.get_by_name(ref)
+        if row is None:
+            raise AgentNotFoundError(f"no agent with id or name {ref!r}")
+        return row
+
+    # --- memory ------------------------------------------------------------------------------------
+    def _active_session(self, session_id: str) -> Any:
+        from agentstack_lab.memory import SessionError
+
+        s = self.ws.sessions.status(session_id)
+        if s.status != "active":
+            raise SessionError(f"session {session_id!r} has ended; start a new one")
+        return s
+
+    def _memory(self, session_id: str | None, agent_id: str | None = None) -> Any:
+        if session_id is None:
+            return self.ws.memory.scoped(None, agent_id=agent_id) if agent_id else self.ws.memory
+        self._active_session(session_id)
+        return self.ws.memory.scoped(session_id, agent_id=agent_id)
+
+    def memory_store(self, key: Key, content: Annotated[str, Field(min_length=1)], namespace: Namespace = None,
+                     session_id: SessionId = None, agent_id: str | None = None,
+                     tags: list[Annotated[str, Field(min_length=1)]] | None = None,
+                     metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Store (or update) a memory entry; a changed content keeps the old version."""
+        entry = self._memory(session_id, agent_id).store(key, content, namespace=namespace, agent_id=agent_id,
+                                                         tags=tags, metadata=metadata)
+        return entry.to_dict()
+
+    def memory_get(self, key: Key, namespace: Namespace = None, session_id: SessionId = None) -> dict[str, Any]:
+        """One memory entry by key."""
+        from agentstack_lab.memory.access import derive_namespace
+
+        mem = self._memory(session_id)
+        entry = mem.get(key, namespace=namespace)
+        if entry is None:
+            raise LookupError(f"no entry {key!r} in namespace {derive_namespace(mem.context, namespace)!r}")
+        return entry.to_dict()
+
+    def memory_search(self, query: Annotated[str, Field(min_length=1)],
+                      mode: Literal["hybrid", "fts", "vector"] = "hybrid", namespace: Namespace = None,
+                      session_id: SessionId = None, agent_id: str | None = None, include_shared: bool = True,
+                      limit: Annotated[int, Field(ge=1, le=200)] = 10,
+                      threshold: Annotated[float | None, Field(ge=0, le=1)] = None) -> dict[str, Any]:
+        """Search memory by keywords (FTS5), by meaning (vectors) or both (hybrid, rank fusion)."""
+        hits = self._memory(session_id, agent_id).search(query, mode, namespace=namespace, agent_id=agent_id,
+                                                         include_shared=include_shared, limit=limit,
+                                                         threshold=threshold)
+        return {"results": [h.to_dict() for h in hits], "count": len(hits)}
+
+    def memory_list(self, namespace: Namespace = None, session_id: SessionId = None, agent_id: str | None = None,
+                    tag: str | None = None, limit: Annotated[int, Field(ge=1, le=1000)] = 50,
+                    offset: Annotated[int, Field(ge=0)] = 0) -> dict[str, Any]:
+        """Memory entries, newest first."""
+        entries = self._memory(session_id, agent_id).list(namespace=namespace, agent_id=agent_id, tag=tag,
+                                                          limit=limit, offset=offset)
+        return {"entries": [e.to_dict() for e in entries], "count": len(entries)}
+
+    def memory_delete(self, key: Key, namespace: Namespace = None, session_id: SessionId = None) -> dict[str, Any]:
+        """Delete a memory entry."""
+        from agentstack_lab.memory.access import derive_namespace
+
+        mem = self._memory(session_id)
+        ns = derive_namespace(mem.context, namespace)
+        if not mem.delete(key, namespace=namespace):
+            raise LookupError(f"no entry {key!r} in namespace {ns!r}")
+        return {"deleted": key, "namespace": ns}
+
+    # --- sessions ----------------------------------------------------------------------------------
+    def session_start(self, name: Annotated[str | None, Field(min_length=1, max_length=200)] = None,
+                      metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Start a session: a private memory namespace that ending the session deletes."""
+        return self.ws.sessions.start(name, metadata=metadata).to_dict()
+
+    def session_end(self, session_id: Annotated[str, Field(min_length=1)]) -> dict[str, Any]:
+        """End a session and delete its private memory (`entries` = entries removed)."""
+        return self.ws.sessions.end(session_id).to_dict()
+
+    def session_status(self, session_id: Annotated[str, Field(min_length=1)]) -> dict[str, Any]:
+        """One session (status, times, entries in its namespace)."""
+        return self.ws.sessions.status(session_id).to_dict()
+
+    def session_active(self) -> dict[str, Any]:
+        """Active sessions, most recent first."""
+        return {"sessions": [s.to_dict() for s in self.ws.sessions.active()]}
+
+    # --- identities --------------------------------------------------------------------------------
+    def _identities(self) -> Any:
+        from agentstack_lab.agents import IdentityService
+
+        return IdentityService(self.ws.db, self.registry)
+
+    def _identity_id(self, ref: str) -> str:
+        from agentstack_lab.agents.identity import IdentityNotFoundError
+
+        svc = self._identities()
+        found = svc.get(ref) or svc.get_by_name(ref)
+        if found is None:
+            raise IdentityNotFoundError(f"no identity with id or name {ref!r}")
+        return found.agent_id
+
+    def identity_create(self, agent_type: Annotated[str, Field(min_length=1)],
+                        display_name: Annotated[str | None, Field(min_length=1, max_length=200)] = None,
+                        description: str | None = None, capabilities: list[str] | None = None,
+                        metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Create a persistent agent identity (status `created`; the audit trail records it)."""
+        return _asdict(self._identities().create(agent_type, display_name=display_name, description=description,
+                                                 capabilities=capabilities, metadata=metadata, created_by="mcp"))
+
+    def identity_transition(self, identity: Annotated[str, Field(min_length=1, description="Id or display name.")],
+                            to: Literal["active", "dormant", "retired"], reason: str | None = None) -> dict[str, Any]:
+        """Move an identity: created → active ⇄ dormant → retired (retired is final)."""
+        svc, agent_id = self._identities(), self._identity_id(identity)
+        if to == "active":
+            return _asdict(svc.activate(agent_id, actor_id="mcp", reason=reason))
+        if to == "dormant":
+            return _asdict(svc.deactivate(agent_id, reason=reason, actor_id="mcp"))
+        return _asdict(svc.retire(agent_id, reason=reason, actor_id="mcp"))
+
+    def identity_audit(self, identity: Annotated[str, Field(min_length=1, description="Id or display name.")],
+                       limit: Annotated[int, Field(ge=1, le=1000)] = 50) -> dict[str, Any]:
+        """An identity and its audit trail (newest first)."""
+        svc, agent_id = self._identities(), self._identity_id(identity)
+        return {"identity": _asdict(svc.get(agent_id)),
+                "audit": [_asdict(a) for a in svc.get_audit_trail(agent_id, limit)]}
+
+    # --- system ------------------------------------------------------------------------------------
+    def system_status(self) -> dict[str, Any]:
+        """Workspace, database, schema migrations, row counts, embedder and provider availability."""
+        from agentstack_lab.engine.activity import status_counts
+        from agentstack_lab.store.migrations import MIGRATIONS, applied
+
+        db, ws = self.ws.db, self.ws
+        done = applied(db)
+        emb = ws.embedder
+        q = db.query
+        return {
+            "workspace": str(ws.root), "database": str(ws.db_path),
+            "config_file": str(ws.config.source) if ws.config.source else None,
+            "migrations": {"applied": done, "pending": [n for n, _ in MIGRATIONS if n not in done]},
+            "counts": {"agents": status_counts(db, "agents"),
+                       "runs": q("SELECT count(DISTINCT run_id) FROM agents WHERE run_id IS NOT NULL")[0][0],
+                       "events": q("SELECT count(*) FROM events")[0][0],
+                       "memory": ws.memory.stats(),
+                       "sessions": status_counts(db, "sessions"),
+                       "identities": status_counts(db, "identities")},
+            "embedder": {"name": emb.name, "model": emb.model, "dimensions": emb.dimensions},
+            "providers": {"default": ws.config.providers.default, "available": self._providers()},
+            "runs_in_this_process": sorted(r for r, run in self.runs.items() if not run.done),
+            "not_served": ["task_*", "consensus_*"],
+        }
+
+    def _providers(self) -> dict[str, dict[str, Any]]:
+        """Each registered provider, built from the config: built = usable (keys, SDK, binary); never contacted."""
+        from agentstack_lab.providers.registry import list_providers
+
+        out: dict[str, dict[str, Any]] = {}
+        for name in list_providers():
+            try:
+                self.ws.get_provider(name)
+            except Exception as exc:  # noqa: BLE001 - the reason is the answer
+                out[name] = {"available": False, "reason": str(exc).splitlines()[0][:300]}
+            else:
+                out[name] = {"available": True, "reason": None}
+        return out
+
+
+def _clip(text: str | None, size: int = 300) -> str | None:
+    return text if text is None or len(text) <= size else text[:size] + "…"
