@@ -315,12 +315,27 @@ async def test_run_agent_generator_and_many_deltas_are_logged(ws):
 
 async def test_demo_behaviour_end_to_end_reads_df(ws):
     pd = pytest.importorskip("pandas")
-    ns = {"df": pd.DataFrame({"sales": [10, 20, 30]})}
+    ns = {"df": pd.DataFrame({"month": ["2024-01", "2024-02", "2024-03"], "region": ["N", "S", "N"],
+                              "sales": [10, 20, 30]})}
     run = AgentRun("how are sales trending in df?", workspace=ws, options={"auto_approve": True},
                    executor=LiveKernelExecutor(namespace=ns))
     result = await run
-    assert "offline" in result and "20.0" in result  # the mean, computed by the python tool
-    assert "df_summary" in ns and len(run.tree["children"]) == 3
+    assert "offline" in result and "df: DataFrame, 3 rows x 3 columns" in result and "columns: month, region, sales" in result
+    assert "sales: mean 20, min 10, max 30" in result
+    assert "**sales** rose from 10 (2024-01) to 30 (2024-03): +200.0%" in result  # computed by the python tool
+    assert ns["df_summary"].loc["mean", "sales"] == 20 and len(run.tree["children"]) == 3
+    # the numbers follow the data (nothing canned): other data, other answer; other kinds stay generic
+    ns["df"] = pd.DataFrame({"date": pd.date_range("2024-01-01", periods=4).repeat(2), "amount": range(8)})
+    other = await AgentRun("and now `df`?", workspace=ws, options={"auto_approve": True, "subagents": False},
+                           executor=LiveKernelExecutor(namespace=ns))
+    assert "**amount** rose from 1 (2024-01-01) to 13 (2024-01-04): +1200.0% (summed per date)" in other
+    ns["levels"] = [4, 3, 2]
+    listed = await AgentRun("look at `levels`", workspace=ws, options={"auto_approve": True, "subagents": False},
+                            executor=LiveKernelExecutor(namespace=ns))
+    assert "levels: list of 3 numbers" in listed and "**levels** fell from 4 (first) to 2 (last): -50.0%" in listed
+    missing = await AgentRun("look at `nope_df`", workspace=ws, options={"auto_approve": True, "subagents": False},
+                             executor=LiveKernelExecutor(namespace=ns))
+    assert "it failed: NameError: name 'nope_df' is not defined" in missing
 
 
 def test_bad_input_is_rejected_before_anything_runs(ws):

@@ -56,7 +56,7 @@ async def test_live_executor_rich_result_and_does_not_block_the_loop():
     t = asyncio.create_task(ticker())
     res = await ex.run("import time\ntime.sleep(0.3)\nRich()")
     t.cancel()
-    assert res.display == {"text/html": "<b>rich</b>"} and "Rich object" in res.result
+    assert res.result_data == {"text/html": "<b>rich</b>"} and "Rich object" in res.result
     assert ticks >= 10  # the loop kept running while the code slept in its worker thread
 
 
@@ -128,3 +128,49 @@ def test_bad_executor_settings_are_clear():
         make_executor("docker")
     with pytest.raises(ValueError, match="timeout must be > 0"):
         SubprocessExecutor(timeout=0)
+
+
+async def test_live_executor_records_in_place_changes_of_mentioned_names():
+    pd = pytest.importorskip("pandas")
+    np = pytest.importorskip("numpy")
+    ns = {"df": pd.DataFrame({"a": [1, 2, 3]}), "arr": np.zeros(4), "lst": [1], "d": {"k": 1},
+          "s": {1}, "untouched": [0], "other": pd.DataFrame({"b": [1]})}
+    ex = LiveKernelExecutor(namespace=ns)
+    res = await ex.run("df['x'] = 1\narr[0] = 5\nlst.append(2)\nd['k'] = 2\ns.add(2)\nlen(untouched), other.shape")
+    assert set(res.changed_names) == {"df", "arr", "lst", "d", "s"}  # reading `untouched`/`other` is no change
+    edit = await ex.run("df.loc[0, 'a'] = 99")  # a value edit, same shape and columns
+    assert edit.changed_names == ["df"]
+    same = await ex.run("df.loc[0, 'a'] = 99\nlst[0] = lst[0]")  # same values again: nothing changed
+    assert same.changed_names == []
+
+
+def test_fingerprint_is_bounded_and_falls_back_for_large_or_odd_values():
+    from agentstack_lab.engine import executors
+
+    np = pytest.importorskip("numpy")
+    big = np.zeros(executors.FINGERPRINT_MAX_BYTES // 8 + 1)
+    assert executors.fingerprint(big) == ("numpy", big.shape, "float64")  # no hashing of huge arrays
+    assert executors.fingerprint(object()) is None and executors.fingerprint(3) is None
+    assert executors.fingerprint([1, 2]) != executors.fingerprint([1, 2, 3])
+
+
+async def test_live_executor_captures_display_calls_in_an_ipython_shell():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    sh = InteractiveShell.instance()
+    try:
+        sh.user_ns["df"] = pytest.importorskip("pandas").DataFrame({"a": [1, 2]})
+        ex = LiveKernelExecutor(shell=sh)
+        publish = sh.display_pub.publish
+        png = b"\x89PNG\r\n\x1a\n" + b"0" * 16
+        res = await ex.run("from IPython.display import display, HTML, Image, clear_output\n"
+                           "print('before')\ndisplay(HTML('<b>hi</b>'))\nclear_output()\n"
+                           "display(df)\ndisplay(Image(data=PNG_BYTES, format='png'))\n'done'".replace("PNG_BYTES", repr(png)))
+        assert res.ok and res.stdout == "before\n" and res.result == "'done'"
+        assert [sorted(b) for b in res.display] == [["text/html", "text/plain"], ["text/html", "text/plain"],
+                                                    ["image/png", "text/plain"]]
+        assert res.display[0]["text/html"] == "<b>hi</b>" and "<table" in res.display[1]["text/html"]
+        assert "[image/png]" in res.to_text() and "display:" in res.to_text()
+        assert sh.display_pub.publish == publish and "publish" not in sh.display_pub.__dict__  # restored
+    finally:
+        InteractiveShell.clear_instance()

@@ -22,6 +22,11 @@ def test_agent_in_a_real_kernel_reads_df_and_creates_a_variable(tmp_path):
         "result = await run\n"
         "print(run.status, len(run.tree['children']), 'offline' in result)",
         "print(type(df_summary).__name__, df_summary.loc['mean', 'sales'])",
+        # display() from agent code is captured (not shown in the cell); an in-place change is recorded
+        "from agentstack_lab.engine.executors import LiveKernelExecutor\n"
+        "res = await LiveKernelExecutor().run(\"from IPython.display import display, HTML\\n\"\n"
+        "                                     \"display(HTML('<i>agent</i>'))\\ndf['double'] = df['sales'] * 2\")\n"
+        "print([b['text/html'] for b in res.display], res.changed_names, list(df.columns))",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -31,3 +36,5 @@ def test_agent_in_a_real_kernel_reads_df_and_creates_a_variable(tmp_path):
 
     assert text(1) == "completed 3 True\n"  # the agent's own prints were captured, not leaked into the cell
     assert text(2) == "DataFrame 25.0\n"
+    assert text(3) == "['<i>agent</i>'] ['df', 'display', 'HTML'] ['sales', 'double']\n"  # imports are new names
+    assert [o["output_type"] for o in nb.cells[3].outputs] == ["stream"]  # no display_data leaked into the cell

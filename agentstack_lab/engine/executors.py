@@ -6,7 +6,12 @@ Both implement ``async run(code, *, context=None) -> ExecResult``.
   agent sees and creates the user's variables. The code runs in a worker thread, which keeps
   the kernel's event loop (and with it the widget's comms) responsive; ``fork``/``wait`` are
   injected while agent code runs and call back into the run's loop. Stopping the agent raises
-  :class:`CodeInterrupted` inside the running code.
+  :class:`CodeInterrupted` inside the running code. Output is routed per thread: the agent's
+  stdout, stderr and ``display()`` calls (the shell's display publisher, so ``plt.show()`` too)
+  are captured into the :class:`ExecResult`, while the user's own cells keep printing normally.
+  Changed names are names bound to a new object, plus names the code mentions whose object
+  changed in place, detected by a cheap fingerprint taken before and after (see
+  :func:`fingerprint`; values too large to hash are compared by shape/length only).
 * :class:`SubprocessExecutor` runs code in a fresh ``python -I`` with an address-space limit
   (``RLIMIT_AS``), a wall-clock timeout (the process group is killed) and API-key-looking
   variables removed from its environment. ``fork``/``wait`` are not available there: calling
@@ -51,7 +56,8 @@ class ExecResult:
     stdout: str = ""
     stderr: str = ""
     result: str | None = None  # text/plain form of the last expression's value
-    display: dict[str, Any] = field(default_factory=dict)  # other MIME forms of that value (text/html, ...)
+    result_data: dict[str, Any] = field(default_factory=dict)  # other MIME forms of that value (text/html, ...)
+    display: list[dict[str, Any]] = field(default_factory=list)  # display() outputs: MIME bundles, in order
     error: str | None = None  # "NameError: name 'x' is not defined"
     traceback: str | None = None
     changed_names: list[str] = field(default_factory=list)  # names created or rebound
@@ -67,6 +73,9 @@ class ExecResult:
             parts.append(f"stdout:\n{self.stdout}")
         if self.stderr:
             parts.append(f"stderr:\n{self.stderr}")
+        shown = [_bundle_text(b) for b in self.display]
+        if shown:
+            parts.append("display:\n" + "\n".join(shown))
         if self.result is not None:
             parts.append(f"result:\n{self.result}")
         if self.error:
@@ -77,8 +86,9 @@ class ExecResult:
         return text if len(text) <= limit else text[: limit // 2] + "\n…(truncated)…\n" + text[-limit // 2:]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stdout": self.stdout, "stderr": self.stderr, "result": self.result, "display": self.display,
-                "error": self.error, "traceback": self.traceback, "changedNames": self.changed_names}
+        return {"stdout": self.stdout, "stderr": self.stderr, "result": self.result, "resultData": self.result_data,
+                "display": self.display, "error": self.error, "traceback": self.traceback,
+                "changedNames": self.changed_names}
 
 
 @dataclass(kw_only=True)
@@ -135,6 +145,83 @@ def _truncate(text: str) -> str:
     return text if len(text) <= MAX_OUTPUT else text[:MAX_OUTPUT] + "\n…(output truncated)…"
 
 
+# --- display data and in-place change detection ---------------------------------------------------
+
+DISPLAY_MIME = ("text/plain", "text/html", "text/markdown", "image/png", "image/jpeg", "image/svg+xml")
+MAX_DISPLAYS = 20  # display() outputs kept per run of code (later ones are counted, not kept)
+FINGERPRINT_MAX_CELLS = 1_000_000  # DataFrame/Series cells hashed by value; larger ones: shape and columns
+FINGERPRINT_MAX_BYTES = 32 * 1024 * 1024  # ndarray bytes hashed; larger ones: shape and dtype
+FINGERPRINT_MAX_ITEMS = 100_000  # list/dict/set items fingerprinted by identity; larger ones: length
+
+
+def _keep_bundle(data: dict[str, Any]) -> dict[str, Any]:
+    """The MIME forms worth keeping from a display bundle (text, HTML, Markdown, images), size-capped."""
+    out = {}
+    for mime in DISPLAY_MIME:
+        value = data.get(mime)
+        if isinstance(value, str):
+            out[mime] = value if len(value) <= MAX_OUTPUT else f"({mime} of {len(value)} characters omitted)"
+    return out
+
+
+def _bundle_text(bundle: dict[str, Any]) -> str:
+    """A display bundle as text for the model (images are named, not inlined)."""
+    images = [m for m in bundle if m.startswith("image/")]
+    text = bundle.get("text/plain") or bundle.get("text/markdown") or ""
+    if images:
+        text = f"{text} [{', '.join(images)}]".strip()
+    return text or "[" + ", ".join(bundle) + "]"
+
+
+def fingerprint(value: Any) -> Any:
+    """A cheap, bounded fingerprint of a value's contents, or ``None`` for kinds not tracked.
+
+    pandas objects up to :data:`FINGERPRINT_MAX_CELLS` cells are hashed by value
+    (``hash_pandas_object``), numpy arrays up to :data:`FINGERPRINT_MAX_BYTES` by their bytes;
+    lists, dicts and sets by length and the identities of their items (shallow: a change deep
+    inside a nested item is not seen). Larger values fall back to shape/columns/length.
+    """
+    module = type(value).__module__
+    try:
+        if module.startswith("pandas") and hasattr(value, "shape"):
+            import pandas as pd
+
+            cols = tuple(map(str, getattr(value, "columns", ()))) or None
+            cells = int(value.size) if hasattr(value, "size") else 0
+            if isinstance(value, pd.DataFrame | pd.Series) and cells <= FINGERPRINT_MAX_CELLS:
+                try:
+                    digest = int(pd.util.hash_pandas_object(value, index=True).sum())
+                except TypeError:  # unhashable cells (lists, dicts): dtypes and shape only
+                    digest = None
+                return ("pandas", value.shape, cols, str(getattr(value, "dtypes", "")), digest)
+            return ("pandas", value.shape, cols)
+        if module == "numpy" and hasattr(value, "tobytes") and hasattr(value, "nbytes"):
+            import hashlib
+
+            if value.nbytes <= FINGERPRINT_MAX_BYTES and value.dtype != object:
+                return ("numpy", value.shape, str(value.dtype), hashlib.blake2b(value.tobytes(), digest_size=16).digest())
+            return ("numpy", value.shape, str(value.dtype))
+        if isinstance(value, list | dict | set | bytearray):
+            if len(value) > FINGERPRINT_MAX_ITEMS or isinstance(value, bytearray):
+                return (type(value).__name__, len(value), bytes(value) if len(value) <= 4096 else None)
+            if isinstance(value, dict):
+                return ("dict", tuple((id(k), id(v)) for k, v in value.items()))
+            if isinstance(value, set):
+                return ("set", len(value), frozenset(map(id, value)))
+            return ("list", tuple(map(id, value)))
+    except Exception:  # noqa: BLE001 - a value we cannot fingerprint is simply not tracked
+        return None
+    return None
+
+
+def _mentioned_names(code: str) -> set[str]:
+    """The names a piece of code mentions (in-place changes are looked for only among these)."""
+    try:
+        return {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return set()
+
+
 # --- live kernel ---------------------------------------------------------------------------------
 
 
@@ -159,13 +246,49 @@ class _StreamRouter:
         return getattr(self._original, name)
 
 
+def _routed_publish(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A display publisher's ``publish`` that keeps agent threads' outputs and passes others on."""
+
+    def publish(data: dict[str, Any], metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
+        shown = getattr(threading.current_thread(), "_agentstack_display", None)
+        if shown is None:
+            return original(data, metadata, *args, **kwargs)
+        bundle = _keep_bundle(data or {})
+        if bundle and len(shown) < MAX_DISPLAYS:
+            shown.append(bundle)
+        elif bundle:
+            threading.current_thread()._agentstack_dropped += 1  # type: ignore[attr-defined]
+        return None
+
+    publish._agentstack_router = True  # type: ignore[attr-defined]
+    return publish
+
+
+def _routed_clear(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``clear_output`` from agent code must not clear the user's cell: ignored in agent threads."""
+
+    def clear_output(*args: Any, **kwargs: Any) -> Any:
+        if getattr(threading.current_thread(), "_agentstack_display", None) is None:
+            return original(*args, **kwargs)
+        return None
+
+    return clear_output
+
+
 class _Capture:
-    """Installs the stdout/stderr routers while any agent code runs (reference counted)."""
+    """Installs the stdout/stderr/display routers while any agent code runs (reference counted)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._count = 0
         self._saved: tuple[Any, Any] | None = None
+        self._publisher: Any = None
+        self._shell: Any = None
+
+    def __call__(self, shell: Any) -> _Capture:
+        """Route this shell's display publisher too (``None``: streams only)."""
+        self._shell = shell
+        return self
 
     def __enter__(self) -> None:
         with self._lock:
@@ -173,6 +296,11 @@ class _Capture:
                 self._saved = (sys.stdout, sys.stderr)
                 sys.stdout = _StreamRouter(sys.stdout, "_agentstack_stdout")
                 sys.stderr = _StreamRouter(sys.stderr, "_agentstack_stderr")
+                pub = getattr(self._shell, "display_pub", None)
+                if pub is not None and not hasattr(pub.publish, "_agentstack_router"):
+                    self._publisher = pub
+                    pub.publish = _routed_publish(pub.publish)
+                    pub.clear_output = _routed_clear(pub.clear_output)
             self._count += 1
 
     def __exit__(self, *exc: Any) -> None:
@@ -184,6 +312,10 @@ class _Capture:
                 if isinstance(sys.stderr, _StreamRouter):
                     sys.stderr = self._saved[1]
                 self._saved = None
+                if self._publisher is not None:  # drop the instance attributes: the class methods show again
+                    for attr in ("publish", "clear_output"):
+                        self._publisher.__dict__.pop(attr, None)
+                    self._publisher = None
 
 
 def _thread_context() -> ExecContext:
@@ -301,7 +433,8 @@ class LiveKernelExecutor(Executor):
         shell = self.shell
         if shell is not None:
             data, _ = shell.display_formatter.format(value)
-            return str(data.get("text/plain", repr(value))), {k: v for k, v in data.items() if k != "text/plain"}
+            return str(data.get("text/plain", repr(value))), {k: v for k, v in _keep_bundle(data).items()
+                                                             if k != "text/plain"}
         display = {}
         html = getattr(value, "_repr_html_", None)
         if callable(html):
@@ -317,28 +450,34 @@ class LiveKernelExecutor(Executor):
         thread = threading.current_thread()
         out, err = io.StringIO(), io.StringIO()
         thread._agentstack_stdout, thread._agentstack_stderr = out, err  # type: ignore[attr-defined]
+        thread._agentstack_display, thread._agentstack_dropped = res.display, 0  # type: ignore[attr-defined]
         thread._agentstack_ctx = context or ExecContext()  # type: ignore[attr-defined]
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         before = dict(ns)
+        prints = {k: fingerprint(ns[k]) for k in _mentioned_names(code) if k in ns and not k.startswith("_")}
         self._inject(ns)
         try:
-            with self._capture:
+            with self._capture(self.shell):
                 try:
                     body, last = _split_last_expr(code, filename)
                     exec(body, ns)
                     if last is not None:
                         value = eval(last, ns)
                         if value is not None:
-                            res.result, res.display = self._format(value)
+                            res.result, res.result_data = self._format(value)
                 except (Exception, CodeInterrupted, SystemExit) as exc:
                     res.error = f"{type(exc).__name__}: {exc}".rstrip(": ")
                     res.traceback = _user_traceback(exc, filename)
         finally:
             self._uninject(ns)
             thread._agentstack_stdout = thread._agentstack_stderr = None  # type: ignore[attr-defined]
+            thread._agentstack_display = None  # type: ignore[attr-defined]
+        if thread._agentstack_dropped:  # type: ignore[attr-defined]
+            err.write(f"({thread._agentstack_dropped} more display outputs not kept)\n")  # type: ignore[attr-defined]
         res.stdout, res.stderr = _truncate(out.getvalue()), _truncate(err.getvalue())
-        res.changed_names = [k for k, v in ns.items()
-                             if not k.startswith("_") and k not in _INJECTED and (k not in before or before[k] is not v)]
+        res.changed_names = [k for k, v in ns.items() if not k.startswith("_") and k not in _INJECTED and (
+            k not in before or before[k] is not v
+            or (prints.get(k) is not None and fingerprint(v) != prints[k]))]
         return res
 
 
@@ -356,7 +495,7 @@ def _unsupported(*a, **k):
     raise RuntimeError("fork()/wait() are not available in the subprocess executor; "
                        "use the live kernel executor (executor='live') for nested agents")
 ns = {"__name__": "__main__", "fork": _unsupported, "wait": _unsupported}
-out = {"result": None, "display": {}, "error": None, "traceback": None}
+out = {"result": None, "result_data": {}, "error": None, "traceback": None}
 try:
     tree = ast.parse(code, FN, "exec")
     last = ast.Expression(tree.body.pop().value) if tree.body and isinstance(tree.body[-1], ast.Expr) else None
@@ -368,7 +507,7 @@ try:
             html = getattr(value, "_repr_html_", None)
             if callable(html):
                 try:
-                    out["display"]["text/html"] = html()
+                    out["result_data"]["text/html"] = html()
                 except Exception:
                     pass
 except BaseException as exc:
@@ -437,7 +576,7 @@ class SubprocessExecutor(Executor):
                 with open(report) as fh:
                     text = fh.read()
                 data = json.loads(text) if text else {}
-            res.result, res.display = data.get("result"), data.get("display") or {}
+            res.result, res.result_data = data.get("result"), data.get("result_data") or {}
             res.error, res.traceback = data.get("error"), data.get("traceback")
             res.changed_names = list(data.get("changed_names") or [])
             if timed_out:

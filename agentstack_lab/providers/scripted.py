@@ -9,8 +9,11 @@ Shipped in the package (not only in tests) so demos, Binder and CI run with no k
 * ``ScriptedProvider(turns=[...])`` replays canned replies in order (same forms as above) and
   fails clearly when they run out.
 * ``ScriptedProvider()`` is the ``"demo"`` behaviour: deterministic, asks nothing, plans two or
-  three subquestions for the root agent, inspects a variable named in the prompt (e.g. ``df``)
-  with the ``python`` tool, then summarises. Everything it writes says it is offline.
+  three subquestions for the root agent, takes a first look at a variable named in the prompt
+  (e.g. ``df``) with the ``python`` tool (shape, columns, numeric stats, and a first-vs-last
+  trend when a date-like and a numeric column exist; generic for Series, arrays, lists and
+  other kinds), then answers by quoting the numbers the code printed, and summarises.
+  Everything it writes says it is offline.
 
 ``latency`` (seconds) is slept once per call, for benchmarks of concurrency. Every request is
 kept in :attr:`ScriptedProvider.requests`, so tests can check what the engine sent.
@@ -199,13 +202,76 @@ def find_variable(prompt: str) -> str | None:
     return m.group(1) if m else None
 
 
+_LOOK = """\
+# Offline demo: a first look at `{var}` (deterministic code, no model involved)
+def _first_look(v, name):
+    print(f"{{name}}: {{type(v).__name__}}", end="")
+    if hasattr(v, "columns") and hasattr(v, "describe"):  # a pandas DataFrame
+        print(f", {{v.shape[0]}} rows x {{v.shape[1]}} columns")
+        print("columns:", ", ".join(map(str, v.columns)))
+        times = [c for c in v.columns if str(v[c].dtype).startswith(("datetime", "period"))
+                 or str(c).lower() in ("date", "day", "week", "month", "quarter", "year", "period", "time")]
+        nums = [c for c in v.select_dtypes("number").columns if c not in times]
+        for c in nums[:5]:
+            print(f"{{c}}: mean {{v[c].mean():.6g}}, min {{v[c].min():.6g}}, max {{v[c].max():.6g}}")
+        if times and nums:  # a simple trend: first vs last period (values summed per period)
+            per = v.groupby(times[0])[nums[:3]].sum().sort_index()
+            for c in nums[:3]:
+                a, b = per[c].iloc[0], per[c].iloc[-1]
+                pct = f"{{(b - a) / abs(a) * 100:+.1f}}%" if a else "n/a"
+                first, last = (str(p).removesuffix(" 00:00:00") for p in (per.index[0], per.index[-1]))
+                print(f"trend of {{c}} by {{times[0]}}: {{a:.6g}} ({{first}}) -> {{b:.6g}} ({{last}}), {{pct}}")
+        return v.describe() if nums else v.describe(include="all")
+    if hasattr(v, "shape") and hasattr(v, "dtype"):  # a pandas Series or a numpy array
+        print(f", shape {{v.shape}}, dtype {{v.dtype}}")
+        values = [float(x) for x in list(getattr(v, "values", v).ravel()[:100_000])] if v.dtype.kind in "iuf" else []
+    elif isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v):
+        print(f" of {{len(v)}} numbers")
+        values = [float(x) for x in v]
+    else:
+        print(f", length {{len(v)}}" if hasattr(v, "__len__") else "")
+        return repr(v)[:500]
+    if not values:
+        return v.describe() if hasattr(v, "describe") else repr(v)[:500]
+    mean = sum(values) / len(values)
+    print(f"{{name}}: mean {{mean:.6g}}, min {{min(values):.6g}}, max {{max(values):.6g}}")
+    if len(values) > 1 and values[0]:
+        a, b = values[0], values[-1]
+        print(f"trend of {{name}} by position: {{a:.6g}} (first) -> {{b:.6g}} (last), {{(b - a) / abs(a) * 100:+.1f}}%")
+    return v.describe() if hasattr(v, "describe") else {{"count": len(values), "mean": mean,
+                                                        "min": min(values), "max": max(values)}}
+
+{var}_summary = _first_look({var}, "{var}")
+del _first_look
+{var}_summary
+"""
+
+
 def _inspect_code(var: str) -> str:
-    return (f"print(type({var}).__name__)\n"
-            f"if hasattr({var}, 'describe'):\n"
-            f"    {var}_summary = {var}.describe()\n"
-            f"else:\n"
-            f"    {var}_summary = repr({var})[:500]\n"
-            f"{var}_summary\n")
+    """The demo's Python: shape, columns, numeric stats and a first-vs-last trend, generic by kind."""
+    return _LOOK.format(var=var)
+
+
+_TREND = re.compile(r"^trend of (.+?) by (.+?): (\S+) \((.+?)\) -> (\S+) \((.+?)\), ([+-][\d.]+%|n/a)$")
+
+
+def _findings(var: str, content: str) -> str:
+    """An answer quoting the numbers the demo's code printed (read back from the tool result)."""
+    stdout = content.partition("stdout:\n")[2].partition("\nresult:\n")[0].partition("\nstderr:\n")[0]
+    lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+    facts = [f"- {ln}" for ln in lines if not _TREND.match(ln)]
+    trends = []
+    for ln in lines:
+        m = _TREND.match(ln)
+        if m:
+            col, by, a, when_a, b, when_b, pct = m.groups()
+            way = "rose" if pct.startswith("+") else "fell" if pct.startswith("-") else "changed"
+            trends.append(f"- **{col}** {way} from {a} ({when_a}) to {b} ({when_b}): {pct} "
+                          + (f"(summed per {by})" if by != "position" else "(first vs last value)"))
+    text = "\n".join(facts)
+    if trends:
+        text += "\n\nTrend (first vs last, a simple comparison, not a fitted model):\n" + "\n".join(trends)
+    return text or content.strip()[:400]
 
 
 def _first_user_text(request: ProviderRequest) -> str:
@@ -258,12 +324,14 @@ def demo_reply(request: ProviderRequest) -> Any:
         if var and not _has_tool_use(request.messages):
             return [f"{OFFLINE_TAG} Let me look at `{var}` with Python.\n",
                     tool_call("python", {"code": _inspect_code(var)})]
-        if result is not None:
-            status = "failed" if result.is_error else "returned"
-            excerpt = result.content.strip()[:400]
-            return (f"{OFFLINE_TAG} I inspected `{var}` with Python and it {status}:\n\n"
-                    f"{excerpt}\n\nThe summary is kept in `{var}_summary`. "
-                    "(Offline demo: no real model was called.)")
+        if result is not None and var:
+            if result.is_error:
+                error = result.content.strip().splitlines()[-1] if result.content.strip() else "an error"
+                return (f"{OFFLINE_TAG} I tried to look at `{var}` with Python, but it failed: {error}\n"
+                        "(Offline demo: no real model was called.)")
+            return (f"{OFFLINE_TAG} I looked at `{var}` with Python. What the code computed:\n\n"
+                    f"{_findings(var, result.content)}\n\nThe full summary is in `{var}_summary`. "
+                    "(Offline demo: no real model was called; the numbers come from running the code.)")
         return (f"{OFFLINE_TAG} This is an offline demo answer to: {prompt.strip()}\n"
                 "No real model was called; configure a provider for real answers.")
     if step == "summary":
@@ -274,7 +342,7 @@ def demo_reply(request: ProviderRequest) -> Any:
 def _demo_summary(body: str) -> str:
     main = body.partition("Your answer:\n")[2].partition("\n\nSubagents' results:")[0].strip()
     subs = [line[2:] for line in body.splitlines() if line.startswith("- [")]
-    lines = [f"{OFFLINE_TAG} Summary (no real model was called).", "", "Main answer:", main[:600] or "(none)"]
+    lines = [f"{OFFLINE_TAG} Summary (no real model was called).", "", "Main answer:", main[:2000] or "(none)"]
     if subs:
         lines += ["", f"{len(subs)} subagent(s) explored:"] + [f"- {s}" for s in subs]
     return "\n".join(lines)
