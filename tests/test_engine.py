@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 
 import pytest
 
@@ -213,6 +214,42 @@ async def test_intervention_comment_reaches_the_next_model_call(ws):
     assert run.tree["userComment"] == "please use median"
 
 
+async def test_intervention_replaces_content_of_a_finished_child_and_a_working_agent(ws):
+    gate = asyncio.Event()
+
+    async def main(req):
+        prompt = req.metadata["prompt"]
+        if prompt == "root":
+            if last_tool_result(req) is None:
+                await gate.wait()  # the root works while the user edits the finished child
+                return [tool_call("python", {"code": "1"})]
+            return "root answer"
+        return f"model answer to {prompt}"
+
+    p = ScriptedProvider(brain(subs={"root": [("A", "analyst")]}, main=main))
+    run = AgentRun("root", workspace=ws, provider=p, executor=LiveKernelExecutor(namespace={}))
+
+    def on_event(ev):
+        if isinstance(ev, AgentCompleted) and ev.agent_id != run.id:
+            run.send(UserIntervention(agent_id=ev.agent_id, user_content="the user's corrected answer for A"))
+            run.send(UserIntervention(agent_id=run.id, user_content="root draft, edited by the user"))
+            gate.set()
+        elif isinstance(ev, UserQuery):
+            run.respond(ev.query_id, True)
+
+    run.subscribe(on_event)
+    result = await run
+    a = run.tree["children"][0]
+    assert a["result"] == a["content"] == "the user's corrected answer for A" and a["metadata"]["contentReplaced"]
+    assert "the user's corrected answer for A" in result and "model answer to A" not in result  # merged the user's
+    mains = [r for r in p.requests if r.metadata["step"] == "main" and r.metadata["prompt"] == "root"]
+    assert "The user replaced your text so far with:\nroot draft, edited by the user" in [
+        getattr(b, "text", "") for b in mains[1].messages[-1].content]
+    assert rebuild_tree(ws.db, run.id) == json.loads(json.dumps(run.tree))
+    with pytest.raises(TypeError, match="user_content must be a string"):
+        run.intervene(run.id, user_content=42)
+
+
 async def test_stop_cancels_exactly_the_subtree(ws):
     started = asyncio.Event()
 
@@ -226,6 +263,13 @@ async def test_stop_cancels_exactly_the_subtree(ws):
     p = ScriptedProvider(brain(subs={"root": [("A", "analyst"), ("B", "coder")], "A": [("A1", "tester")]}, main=main))
     run = AgentRun("root", workspace=ws, provider=p, options=RunOptions(auto_approve=True)).start()
     await asyncio.wait_for(started.wait(), 10)
+    await asyncio.sleep(0.2)  # the event log flushes agent rows every 50 ms: another process sees them live
+    code = ("import sys, json; from agentstack_lab.store import Database; from agentstack_lab.agents import Spawner;"
+            "print(json.dumps({a.prompt: a.status for a in Spawner(Database(sys.argv[1])).list(run_id=sys.argv[2])}))")
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, str(ws.db.path), run.id,
+                                                stdout=asyncio.subprocess.PIPE)
+    seen = json.loads((await proc.communicate())[0])
+    assert seen["A"] == seen["A1"] == "running" and seen["root"] == "running"
     a = next(n for n in run.nodes.values() if n.prompt == "A")
     run.send(UserIntervention(agent_id=a.id, status="stopped"))
     await asyncio.wait_for(run.wait(), 10)

@@ -276,22 +276,32 @@ class AgentRun:
 
     def intervene(self, agent_id: str, *, user_comment: str | None = None, user_content: str | None = None,
                   status: str | None = None) -> None:
-        """A comment for the agent's next model call, replaced content, or ``status="stopped"``."""
+        """A comment for the agent's next model call, replaced content, or ``status="stopped"``.
+
+        ``user_content`` replaces the agent's text. A completed agent's result becomes that text
+        (a parent that has not summarised yet merges the user's version); an agent still at work
+        gets it in its next model call, as the text to continue from.
+        """
         node = self._node(agent_id)
         if status is not None and status != "stopped":
             raise ValueError(f"an intervention can only set status 'stopped', got {status!r}")
         if user_comment is None and user_content is None and status is None:
             raise ValueError("an intervention needs user_comment, user_content or status")
+        for name, value in (("user_comment", user_comment), ("user_content", user_content)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"intervention {name} must be a string, got {type(value).__name__}")
 
         def apply() -> None:
             if user_comment is not None:
                 node.user_comment = user_comment
-                node.pending_comments.append(user_comment)
+                node.pending_comments.append(f"User comment: {user_comment}")
             if user_content is not None:
                 node.content = user_content
                 node.metadata["contentReplaced"] = True
                 if node.status == "completed":
                     node.result = user_content
+                elif not node.terminal:
+                    node.pending_comments.append(f"The user replaced your text so far with:\n{user_content}")
             if user_comment is not None or user_content is not None:
                 self.emit_state(node, with_content=user_content is not None)
             if status == "stopped":

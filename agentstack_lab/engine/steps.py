@@ -85,7 +85,7 @@ def _with_comments(node: AgentNode, messages: list[Message]) -> list[Message]:
     """Inject pending user comments into the next model call (and the agent's conversation)."""
     if not node.pending_comments:
         return messages
-    text = "\n".join(f"User comment: {c}" for c in node.pending_comments)
+    text = "\n".join(node.pending_comments)
     node.pending_comments.clear()
     if messages and messages[-1].role == "user":
         last = messages[-1]
