@@ -123,6 +123,25 @@ async def test_root_three_subagents_and_nested_fork_tree_and_log(ws):
     assert {r[0]: r[1] for r in rows} == {"completed": 5}
 
 
+async def test_timings_are_real_and_reach_the_tree_the_log_and_the_agents_table(ws):
+    p = ScriptedProvider(brain(subs={"root": [("A", "analyst"), ("B", "coder")]}), latency=0.05)
+    run = AgentRun("root", workspace=ws, provider=p)
+    await run
+    calls = {n.id: sum(r.metadata["agent_id"] == n.id for r in p.requests) for n in run.nodes.values()}
+
+    def check(node):
+        took = node["endedAt"] - node["startedAt"]
+        assert node["createdAt"] <= node["startedAt"] and took >= 0.05 * calls[node["id"]] * 0.9, node["prompt"]
+        for c in node["children"]:
+            assert node["startedAt"] <= c["startedAt"] and c["endedAt"] <= node["endedAt"]
+            check(c)
+
+    check(run.tree)
+    assert rebuild_tree(ws.db, run.id) == json.loads(json.dumps(run.tree))
+    rows = ws.db.query("SELECT started_at, ended_at FROM agents WHERE run_id = ?", (run.id,))
+    assert len(rows) == 3 and all(r[0] and r[1] and r[0] < r[1] for r in rows)
+
+
 async def test_clarification_and_approval_answered_programmatically_with_an_edit(ws):
     ran = []
 
@@ -315,6 +334,18 @@ async def test_depth_and_agent_budgets_are_enforced_with_reasons(ws):
     assert "BudgetExceededError: max_depth=1 reached" in child["result"]
     results = [e for e in run.events if isinstance(e, ToolResult)]
     assert all("max_depth=1" in (e.error or "") for e in results)
+
+
+async def test_a_plan_that_never_fits_the_schema_is_skipped_not_fatal(ws):
+    five = {"subquestions": [{"question": f"q{i}", "agent_type": "coder"} for i in range(5)]}  # max is 4
+    fn = brain()
+
+    def model(req):
+        return five if req.metadata["step"] == "subquestions" else fn(req)
+
+    run = AgentRun("root", workspace=ws, provider=ScriptedProvider(model))
+    assert await run == "answer to root" and run.tree["children"] == []
+    assert any("subquestions step skipped" in n and "after a retry" in n for n in run.tree["metadata"]["notes"])
 
 
 async def test_token_budget_stops_the_tree_cleanly(ws):

@@ -27,7 +27,7 @@ from agentstack_lab.providers.base import (
     ToolUseEvent,
     UsageEvent,
 )
-from agentstack_lab.providers.complete import structured
+from agentstack_lab.providers.complete import StructuredOutputError, structured
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.run import AgentRun
@@ -96,8 +96,13 @@ def _with_comments(node: AgentNode, messages: list[Message]) -> list[Message]:
 
 
 async def _structured(run: AgentRun, node: AgentNode, step: str, schema: type[BaseModel], context: str) -> Any:
+    """A structured step; a reply that never matches the schema skips the step (noted), it does not fail the agent."""
     messages = _with_comments(node, [Message(role="user", content=context)])
-    value, completion = await structured(run.provider, _request(run, node, step, messages), schema)
+    try:
+        value, completion = await structured(run.provider, _request(run, node, step, messages), schema)
+    except StructuredOutputError as exc:
+        run.note(node, f"{step} step skipped: {exc}")
+        return schema.model_validate({"needs_clarification": False, "has_question": False, "subquestions": []})
     run.charge(node, completion.usage)
     return value
 
