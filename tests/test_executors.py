@@ -152,6 +152,10 @@ def test_fingerprint_is_bounded_and_falls_back_for_large_or_odd_values():
     assert executors.fingerprint(big) == ("numpy", big.shape, "float64")  # no hashing of huge arrays
     assert executors.fingerprint(object()) is None and executors.fingerprint(3) is None
     assert executors.fingerprint([1, 2]) != executors.fingerprint([1, 2, 3])
+    long = list(range(executors.FINGERPRINT_MAX_ITEMS + 1))
+    before = executors.fingerprint(long)
+    long.append(1)
+    assert before == ("list", len(long) - 1) != executors.fingerprint(long)  # past the cap: length only
 
 
 async def test_live_executor_captures_display_calls_in_an_ipython_shell():

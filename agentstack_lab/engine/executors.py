@@ -150,8 +150,8 @@ def _truncate(text: str) -> str:
 DISPLAY_MIME = ("text/plain", "text/html", "text/markdown", "image/png", "image/jpeg", "image/svg+xml")
 MAX_DISPLAYS = 20  # display() outputs kept per run of code (later ones are counted, not kept)
 FINGERPRINT_MAX_CELLS = 1_000_000  # DataFrame/Series cells hashed by value; larger ones: shape and columns
-FINGERPRINT_MAX_BYTES = 32 * 1024 * 1024  # ndarray bytes hashed; larger ones: shape and dtype
-FINGERPRINT_MAX_ITEMS = 100_000  # list/dict/set items fingerprinted by identity; larger ones: length
+FINGERPRINT_MAX_BYTES = 8 * 1024 * 1024  # ndarray bytes hashed; larger ones: shape and dtype
+FINGERPRINT_MAX_ITEMS = 20_000  # list/dict/set items fingerprinted by identity; larger ones: length
 
 
 def _keep_bundle(data: dict[str, Any]) -> dict[str, Any]:
@@ -178,8 +178,11 @@ def fingerprint(value: Any) -> Any:
 
     pandas objects up to :data:`FINGERPRINT_MAX_CELLS` cells are hashed by value
     (``hash_pandas_object``), numpy arrays up to :data:`FINGERPRINT_MAX_BYTES` by their bytes;
-    lists, dicts and sets by length and the identities of their items (shallow: a change deep
-    inside a nested item is not seen). Larger values fall back to shape/columns/length.
+    lists, dicts and sets up to :data:`FINGERPRINT_MAX_ITEMS` items by the identities of their
+    items (shallow: a change deep inside a nested item is not seen). Larger values fall back to
+    shape/columns/length, so appends and new columns are still seen but value edits are not.
+    Measured cost (2 cores, per value, taken before and after the code): a 1M-cell DataFrame
+    ~12 ms, an 8 MB array ~16 ms, a 20k-item list ~1 ms (dict ~20 ms); only names the code mentions are taken.
     """
     module = type(value).__module__
     try:
@@ -201,9 +204,11 @@ def fingerprint(value: Any) -> Any:
             if value.nbytes <= FINGERPRINT_MAX_BYTES and value.dtype != object:
                 return ("numpy", value.shape, str(value.dtype), hashlib.blake2b(value.tobytes(), digest_size=16).digest())
             return ("numpy", value.shape, str(value.dtype))
-        if isinstance(value, list | dict | set | bytearray):
-            if len(value) > FINGERPRINT_MAX_ITEMS or isinstance(value, bytearray):
-                return (type(value).__name__, len(value), bytes(value) if len(value) <= 4096 else None)
+        if isinstance(value, bytearray):
+            return ("bytearray", len(value), hash(bytes(value)) if len(value) <= FINGERPRINT_MAX_BYTES else None)
+        if isinstance(value, list | dict | set):
+            if len(value) > FINGERPRINT_MAX_ITEMS:
+                return (type(value).__name__, len(value))
             if isinstance(value, dict):
                 return ("dict", tuple((id(k), id(v)) for k, v in value.items()))
             if isinstance(value, set):
