@@ -30,10 +30,10 @@ def _cli() -> Any:
     return cli
 
 
-def _console(stderr: bool = False) -> Any:
+def _console(stderr: bool = False, *, stream: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    return Console(stderr=stderr, highlight=False, soft_wrap=stream)
 
 
 def _short(text: Any, size: int) -> str:
@@ -130,7 +130,7 @@ async def _run(prompt: str, *, ws: Any, agent_type: str | None, provider: str | 
     if not as_json:
         _console(stderr=True).print(f"[dim]run {run.id} · provider {getattr(run.provider, 'name', '?')} · "
                                     f"executor {run.executor.name}[/dim]")
-        run.subscribe(_Printer(_console()))
+        run.subscribe(_Printer(_console(stream=True)))
     try:
         await run.wait(raise_on_error=False)
     except asyncio.CancelledError:  # Ctrl-C: stop the tree, keep the log consistent
@@ -209,8 +209,8 @@ def list_command(ctx: typer.Context, run: str = typer.Option(None, "--run", "-r"
         if as_json:
             cli._print_json(rows)
             return
-        cli._table(f"{len(rows)} agent(s)", ["id", "name", "type", "status", "run", "tokens", "elapsed", "prompt"],
-                   [[r["id"][:8], r["name"], r["type"], r["status"], (r["run_id"] or "")[:8], _tokens(r),
+        cli._table(f"{len(rows)} agent(s)", ["id", "type", "status", "run", "tokens", "elapsed", "prompt"],
+                   [[r["id"][:8], r["type"], r["status"], (r["run_id"] or "")[:8], _tokens(r),
                      _duration(elapsed_s(r)), _short(r["prompt"], 60)] for r in rows])
 
 
@@ -294,13 +294,14 @@ class Watch:
         summary = "  ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no agents yet"
         table = Table(title=f"agentstack-lab agents · {summary} · seq {self.follower.seq}",
                       caption=time.strftime("%H:%M:%S") + " · Ctrl-C to stop", expand=False)
-        for col in ("id", "name", "type", "status", "tokens", "elapsed", "last event"):
-            table.add_column(col, no_wrap=col != "last event", overflow="fold")
+        for col in ("id", "type", "status", "tokens", "elapsed"):
+            table.add_column(col, no_wrap=True, overflow="ellipsis", max_width=14)
+        table.add_column("last event", min_width=24, overflow="fold")
         for r in rows:
             last = self.last.get(r["id"])
             ago = f" [dim]({_duration(now - last['at'])} ago)[/dim]" if last else ""
             style = STATUS_STYLE.get(r["status"], "")
-            table.add_row(r["id"][:8], escape(r["name"]), r["type"], f"[{style}]{r['status']}[/{style}]",
+            table.add_row(r["id"][:8], r["type"], f"[{style}]{r['status']}[/{style}]",
                           str(_tokens(r)), _duration(elapsed_s(r, now)),
                           (escape(last["text"]) + ago) if last else "")
         return table

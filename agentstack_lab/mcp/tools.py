@@ -97,11 +97,14 @@ class Toolbox:
         """One agent's persisted state (status, tokens, result or error) and its last logged event."""
         from agentstack_lab.engine.activity import last_events
 
-        row = self._agent(agent_id)
-        out = _asdict(row)
-        out["last_event"] = last_events(self.ws.db, [row.run_id]).get(row.id) if row.run_id else None
-        run = self.runs.get(row.run_id or "")
-        out["in_this_process"] = bool(run is not None and not run.done)
+        run, node = self._live_node(agent_id)
+        if run is not None:  # live state: the database lags a run of this process by one log batch
+            out = node.row(run.id, run.session_id) if node is not None else {
+                "id": run.id, "run_id": run.id, "status": "pending", "type": run.agent_type, "prompt": run.prompt}
+        else:
+            out = _asdict(self._agent(agent_id))
+        out["last_event"] = last_events(self.ws.db, [out["run_id"]]).get(out["id"]) if out.get("run_id") else None
+        out["in_this_process"] = run is not None
         return out
 
     def agent_tree(self, run_id: Annotated[str, Field(min_length=1, description="Run id (or a unique prefix).")]
@@ -131,26 +134,40 @@ class Toolbox:
         """Stop an agent and its subtree (runs started by this server) or an idle spawned agent."""
         from agentstack_lab.agents.spawner import TERMINAL, Spawner
 
-        row = self._agent(agent_id)
-        if row.status in TERMINAL:
-            raise ValueError(f"agent {row.name} already {row.status}; nothing to stop")
         reason = reason or "stopped through MCP"
-        if row.run_id is None:
-            return _asdict(Spawner(self.ws.db).stop(row.id, reason))
-        run = self.runs.get(row.run_id)
-        if run is None or run.done:
+        run, node = self._live_node(agent_id)
+        if run is not None and node is None:
+            raise ValueError(f"run {agent_id} has not started its root agent yet; try again")
+        if node is None:  # not (or no longer) running here: the database says what it is
+            row = self._agent(agent_id)
+            if row.status in TERMINAL:
+                raise ValueError(f"agent {row.name} already {row.status}; nothing to stop")
+            if row.run_id is None:
+                return _asdict(Spawner(self.ws.db).stop(row.id, reason))
             raise LookupError(f"run {row.run_id} is not running in this MCP server (it was started by another "
                               "process, or that process ended); stop it where it runs")
-        run.stop(None if row.id == run.id else row.id, reason=reason)
-        for _ in range(200):  # the subtree settles within a few loop turns
-            node = run.nodes.get(row.id)
-            if node is not None and node.terminal:
+        if node.terminal:
+            raise ValueError(f"agent {node.name} already {node.status}; nothing to stop")
+        run.stop(None if node.id == run.id else node.id, reason=reason)
+        for _ in range(500):  # the subtree settles within a few loop turns
+            if node.terminal:
                 break
             await asyncio.sleep(0.01)
-        if row.id == run.id:
-            await run.wait(raise_on_error=False)
-        node = run.nodes[row.id]
-        return {"agent_id": row.id, "run_id": run.id, "status": node.status, "error": node.error}
+        if node.id == run.id:
+            await run.wait(raise_on_error=False)  # also flushes the event log
+        return {"agent_id": node.id, "run_id": run.id, "status": node.status, "error": node.error}
+
+    def _live_node(self, ref: str) -> tuple[Any, Any]:
+        """The run of this process holding agent ``ref`` (id or name) and its node, else ``(None, None)``."""
+        for run in self.runs.values():
+            if run.done:
+                continue
+            if ref == run.id and run.id not in run.nodes:
+                return run, None
+            for node in run.nodes.values():
+                if ref in (node.id, node.name):
+                    return run, node
+        return None, None
 
     def agent_types(self) -> dict[str, Any]:
         """Agent types that runs may use (core and plugin types)."""
@@ -326,9 +343,10 @@ class Toolbox:
             try:
                 self.ws.get_provider(name)
             except Exception as exc:  # noqa: BLE001 - the reason is the answer
-                out[name] = {"available": False, "reason": str(exc).splitlines()[0][:300]}
+                out[name] = {"available": False, "detail": str(exc).splitlines()[0][:300]}
             else:
-                out[name] = {"available": True, "reason": None}
+                out[name] = {"available": True, "detail": "built from the config (keys, SDK and binary present); "
+                                                          "not contacted"}
         return out
 
 

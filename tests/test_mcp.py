@@ -1,0 +1,208 @@
+"""The MCP server through the real ``mcp`` client: ``agentstack-lab mcp`` spawned over stdio."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+EXPECTED_TOOLS = {
+    "agent_run", "agent_status", "agent_tree", "agent_list", "agent_stop", "agent_types",
+    "memory_store", "memory_get", "memory_search", "memory_list", "memory_delete",
+    "session_start", "session_end", "session_status", "session_active",
+    "identity_create", "identity_transition", "identity_audit", "system_status",
+}
+
+
+def _command() -> list[str]:
+    script = Path(sys.executable).with_name("agentstack-lab")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(workspace: Path):
+    cmd = _command()
+    params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp", "--workspace", str(workspace)],
+                                   cwd=str(workspace))
+    with open(workspace / "server.stderr", "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+async def call(session: ClientSession, tool: str, **args):
+    """A successful tool call's structured result."""
+    res = await session.call_tool(tool, args)
+    assert not res.is_error, f"{tool} failed: {res.content[0].text}"
+    return res.structured_content
+
+
+async def error(session: ClientSession, tool: str, **args) -> str:
+    """A failing tool call's one-line message."""
+    res = await session.call_tool(tool, args)
+    assert res.is_error, f"{tool} unexpectedly succeeded: {res.structured_content}"
+    text = res.content[0].text
+    assert "\n" not in text and "Traceback" not in text
+    return text
+
+
+def _ids(node: dict) -> list[tuple[str, str]]:
+    return [(node["id"], node["status"])] + [x for c in node["children"] for x in _ids(c)]
+
+
+async def test_tools_memory_agent_run_and_tree(workdir):
+    async with mcp_client(workdir) as s:
+        names = {t.name for t in (await s.list_tools()).tools}
+        assert names == EXPECTED_TOOLS and not any(n.startswith(("task_", "consensus_")) for n in names)
+
+        stored = await call(s, "memory_store", key="plan", content="ship the kubernetes memory layer",
+                            tags=["work"])
+        assert stored["namespace"] == "default" and stored["version"] == 1
+        await call(s, "memory_store", key="lunch", content="sandwiches on friday")
+        hits = (await call(s, "memory_search", query="kubernetes"))["results"]
+        assert hits[0]["key"] == "plan" and "fts" in hits[0]["matched"]
+        assert [h["key"] for h in (await call(s, "memory_search", query="kubernetes", mode="fts"))["results"]] == ["plan"]
+        assert (await call(s, "memory_get", key="plan"))["tags"] == ["work"]
+        assert [e["key"] for e in (await call(s, "memory_list", tag="work"))["entries"]] == ["plan"]
+
+        out = await call(s, "agent_run", prompt="what is a monad?", provider="scripted", wait=True)
+        assert out["status"] == "completed" and out["done"] and "offline" in out["result"]
+        assert len(out["tree"]["children"]) == 2
+        logged = await call(s, "agent_tree", run_id=out["run_id"][:8])  # a prefix is enough
+        assert logged["run_id"] == out["run_id"]
+        assert _ids(logged["tree"]) == _ids(out["tree"])
+        assert logged["tree"]["result"] == out["result"]
+
+        status = await call(s, "agent_status", agent_id=out["run_id"])
+        assert status["status"] == "completed" and status["last_event"]["text"] == "completed"
+        assert status["input_tokens"] > 0 and not status["in_this_process"]
+        listed = await call(s, "agent_list", run_id=out["run_id"])
+        assert listed["count"] == 3 and {a["status"] for a in listed["agents"]} == {"completed"}
+        assert "researcher" in {t["type"] for t in (await call(s, "agent_types"))["types"]}
+
+        # system_status is derived from the database
+        st = await call(s, "system_status")
+        assert st["database"] == str(workdir / ".agentstack" / "agentstack.db")
+        assert st["counts"]["memory"]["memory"] == 2 and st["counts"]["agents"] == {"completed": 3}
+        assert st["counts"]["runs"] == 1 and st["counts"]["events"] > 10
+        assert st["migrations"]["pending"] == [] and "engine_events" in st["migrations"]["applied"]
+        assert st["embedder"]["name"] == "hash" and st["providers"]["available"]["scripted"]["available"]
+        assert "ANTHROPIC_API_KEY" in st["providers"]["available"]["anthropic"]["detail"]
+
+
+async def test_invalid_input_gives_one_clear_tool_error(workdir):
+    async with mcp_client(workdir) as s:
+        assert await error(s, "memory_search", query="x", limit=0) == \
+            "invalid arguments for memory_search: limit: Input should be greater than or equal to 1"
+        assert "prompt: Field required" in await error(s, "agent_run")
+        assert "mode: Input should be 'hybrid', 'fts' or 'vector'" in await error(s, "memory_search", query="x",
+                                                                                  mode="semantic")
+        assert (await error(s, "memory_get", key="missing")).endswith("no entry 'missing' in namespace 'default'")
+        assert "unknown agent type 'wizard'" in await error(s, "agent_run", prompt="hi", agent_type="wizard")
+        assert "unknown provider 'nope'" in await error(s, "agent_run", prompt="hi", provider="nope")
+        assert "no agent with id or name 'ghost'" in await error(s, "agent_status", agent_id="ghost")
+        assert "no run 'ghost'" in await error(s, "agent_tree", run_id="ghost")
+        assert "no session with id 'nope'" in await error(s, "session_end", session_id="nope")
+
+        ident = await call(s, "identity_create", agent_type="coder", display_name="ada")
+        assert ident["status"] == "created"
+        assert (await call(s, "identity_transition", identity="ada", to="active"))["status"] == "active"
+        assert (await call(s, "identity_transition", identity="ada", to="retired", reason="done"))["status"] == "retired"
+        assert "cannot go from 'retired' to 'active'" in await error(s, "identity_transition", identity="ada", to="active")
+        audit = await call(s, "identity_audit", identity=ident["agent_id"])
+        assert [a["action"] for a in audit["audit"]] == ["retired", "activated", "created"]
+        assert "unknown agent type 'wizard'" in await error(s, "identity_create", agent_type="wizard")
+        # nothing was changed by the failures
+        assert (await call(s, "system_status"))["counts"]["agents"] == {}
+        assert (await call(s, "memory_list"))["count"] == 0
+
+
+async def test_session_isolation(workdir):
+    async with mcp_client(workdir) as s:
+        a = (await call(s, "session_start", name="A"))["id"]
+        b = (await call(s, "session_start", name="B"))["id"]
+        stored = await call(s, "memory_store", key="secret", content="the launch code is zebra", session_id=a)
+        assert stored["namespace"] == f"session:{a}"
+        assert [h["key"] for h in (await call(s, "memory_search", query="zebra", session_id=a))["results"]] == ["secret"]
+        assert (await call(s, "memory_search", query="zebra", session_id=b))["results"] == []
+        assert (await call(s, "memory_search", query="zebra"))["results"] == []
+        denied = await error(s, "memory_get", key="secret", namespace=f"session:{a}", session_id=b)
+        assert f"read denied: namespace 'session:{a}' belongs to another session" in denied
+        assert "denied" in await error(s, "memory_store", key="x", content="y", namespace=f"session:{a}")
+        assert {x["id"] for x in (await call(s, "session_active"))["sessions"]} >= {a, b}
+        ended = await call(s, "session_end", session_id=a)
+        assert ended["status"] == "ended" and ended["entries"] == 1
+        assert "has ended" in await error(s, "memory_search", query="zebra", session_id=a)
+        assert (await call(s, "session_status", session_id=a))["entries"] == 0
+
+
+async def test_headless_run_fails_closed_and_other_process_runs_show(workdir):
+    cmd = _command()
+    # a run from another process (the CLI) is visible to the MCP server through the database
+    done = subprocess.run([*cmd, "agent", "run", "what is a monad?", "--json"], cwd=workdir,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    cli_run = json.loads(done.stdout)["run_id"]
+    async with mcp_client(workdir) as s:
+        roots = (await call(s, "agent_list", roots_only=True))["agents"]
+        assert [r["id"] for r in roots] == [cli_run] and roots[0]["status"] == "completed"
+        assert (await call(s, "agent_tree", run_id=cli_run))["tree"]["status"] == "completed"
+        assert "already completed" in await error(s, "agent_stop", agent_id=cli_run)
+
+        out = await call(s, "agent_run", prompt="how are sales trending in df?", subagents=False, wait=True)
+        assert out["status"] == "failed" and "approval" in out["error"] and "headless" in out["error"]
+        out = await call(s, "agent_run", prompt="how are sales trending in df?", subagents=False,
+                         auto_approve=True, wait=True)
+        assert out["status"] == "completed" and "NameError" in out["result"]  # ran in a fresh subprocess
+        started = await call(s, "agent_run", prompt="what is a monad?")
+        assert started["done"] is False
+        for _ in range(200):
+            st = await call(s, "agent_status", agent_id=started["run_id"])
+            if st["status"] == "completed":
+                break
+            import anyio
+
+            await anyio.sleep(0.05)
+        assert st["status"] == "completed"
+        assert "already completed" in await error(s, "agent_stop", agent_id=started["run_id"])
+
+
+async def test_agent_stop_reaches_runs_of_this_process_only(workdir):
+    from agentstack_lab.agents.spawner import Spawner
+    from agentstack_lab.mcp.tools import Toolbox
+    from agentstack_lab.providers.scripted import ScriptedProvider
+    from agentstack_lab.workspace import Workspace
+
+    with Workspace.open(workdir) as ws:
+        tb = Toolbox(ws)
+        started = await tb.agent_run("what is a monad?", provider=ScriptedProvider(latency=0.3))
+        run = tb.runs[started["run_id"]]
+        while run.status != "running":
+            await __import__("asyncio").sleep(0.01)
+        stopped = await tb.agent_stop(started["run_id"], reason="enough")
+        assert stopped["status"] == "stopped" and stopped["error"] == "enough"
+        assert tb.agent_status(started["run_id"])["status"] == "stopped"  # the log was flushed
+        assert tb.system_status()["runs_in_this_process"] == []
+
+        sp = Spawner(ws.db)
+        idle = sp.spawn("coder", name="helper")
+        assert (await tb.agent_stop("helper"))["status"] == "stopped"
+        with ws.db.transaction() as conn:  # a running agent of a run that lives in another process
+            sp.upsert_many(conn, [{"id": "a-foreign", "name": "foreign", "type": "coder", "status": "running",
+                                   "run_id": "r-foreign", "created_at": "2030-01-01T00:00:00+00:00",
+                                   "updated_at": "2030-01-01T00:00:00+00:00", "depth": 0,
+                                   "input_tokens": 0, "output_tokens": 0}])
+        with pytest.raises(LookupError, match="not running in this MCP server"):
+            await tb.agent_stop("a-foreign")
+        assert sp.get("a-foreign").status == "running" and sp.get(idle.id).status == "stopped"
