@@ -38,7 +38,8 @@ def _write(path: Path, sources: list[str], params: str | None = None) -> Path:
 
 
 def cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agentstack_lab.workflows.cli", *args], cwd=cwd,
+    """``agentstack-lab workflow ARGS`` through the root command, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "agentstack_lab.cli", "workflow", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -99,19 +100,29 @@ def test_killed_kernel_is_an_error_naming_the_cell_with_partial_notebook(workdir
 
 
 @pytest.mark.parametrize(("flag", "expected"), [("--cell-timeout", "exceeded the per-cell timeout of 1s"),
-                                                ("--timeout", "run exceeded its timeout of 2s")])
+                                                ("--timeout", "run exceeded its timeout of 6s")])
 def test_timeouts_are_errors_naming_the_cell(workdir, flag, expected):
+    # the whole-run timeout counts the kernel's start: leave room for a slow start on a busy machine
     nb = _write(workdir / "slow.ipynb", ["x = 1", "import time\ntime.sleep(60)"])
-    proc = cli("run", str(nb), flag, "1" if flag == "--cell-timeout" else "2", cwd=workdir)
+    proc = cli("run", str(nb), flag, "1" if flag == "--cell-timeout" else "6", cwd=workdir)
     assert proc.returncode == 2, proc.stderr
     assert expected in proc.stderr and "'import time'" in proc.stderr
     assert (workdir / "slow.executed.ipynb").exists()
 
 
-def test_cell_exception_fails_and_bad_input_errors(workdir):
+def test_failed_assert_is_fail_a_crash_is_error_and_bad_input_errors(workdir):
     nb = _write(workdir / "bad.ipynb", ["assert 1 == 2, 'numbers disagree'"])
-    proc = cli("run", str(nb), cwd=workdir)
+    proc = cli("run", str(nb), "--report", "assert.json", cwd=workdir)
     assert proc.returncode == 1 and "cell 1" in proc.stderr and "AssertionError: numbers disagree" in proc.stderr
+    assert json.loads((workdir / "assert.json").read_text())["execution"]["status"] == "fail"
+    crash = _write(workdir / "crash.ipynb", ["print('ran')", "result = undefined_name + 1", "print('never')"])
+    proc = cli("run", str(crash), "-o", "crash-out.ipynb", "--report", "crash.json", cwd=workdir)
+    assert proc.returncode == 2, proc.stderr
+    assert "cell 2" in proc.stderr and "NameError" in proc.stderr and "could not run" in proc.stderr
+    partial = nbformat.read(workdir / "crash-out.ipynb", 4)
+    assert partial.cells[0].outputs[0]["text"] == "ran\n" and partial.cells[2].outputs == []
+    report = validate_report(json.loads((workdir / "crash.json").read_text()))
+    assert report["execution"]["status"] == "error" and report["execution"]["failingCell"]["number"] == 2
     missing = cli("run", "nowhere.ipynb", cwd=workdir)
     assert missing.returncode == 2 and "notebook not found: nowhere.ipynb" in missing.stderr
     badp = cli("run", str(nb), "-p", "x", "{a: [1,", cwd=workdir)
@@ -130,7 +141,7 @@ def test_parallel_grid_uses_fresh_forked_kernels_that_share_nothing(workdir):
     proc = cli("run", str(nb), "--grid", "grid.yaml", "--parallel", "2", "-o", "runs", "--report", "all.json",
                cwd=workdir)
     assert proc.returncode == 0, proc.stderr
-    assert "5 runs: 5 PASS, 0 FAIL, 0 ERROR" in proc.stderr
+    assert "5 runs (2 at a time): 5 PASS, 0 FAIL, 0 ERROR" in proc.stderr
     summary = json.loads((workdir / "all.json").read_text())["runs"]
     assert sorted(r["parameters"]["n"] for r in summary) == [1, 2, 3, 4, 5]
     pids, parents = set(), set()
@@ -194,3 +205,31 @@ def test_readme_example_runs_as_documented(workdir):
         proc = cli(*argv[2:], cwd=workdir)
         assert proc.returncode == expect, (command, proc.stderr)
     assert os.path.exists(workdir / "review.json")
+
+
+def test_help_and_usage_errors_through_the_root_command(workdir):
+    helped = cli("run", "--help", cwd=workdir)
+    assert helped.returncode == 0 and "AssertionError" in helped.stdout and "--parallel N" in helped.stdout
+    usage = cli("run", "x.ipynb", "-p", "only_a_name", cwd=workdir)
+    assert usage.returncode == 2 and "requires 2 arguments" in usage.stderr
+    assert cli("run", cwd=workdir).returncode == 2
+    assert cli("run", "x.ipynb", "--parallel", "0", cwd=workdir).returncode == 2
+
+
+def test_config_sets_cell_timeout_max_iterations_and_pool_size(workdir):
+    (workdir / "agentstack.config.json").write_text(json.dumps(
+        {"workflows": {"cell_timeout": 1, "max_iterations": 1, "pool_size": 1}}))
+    slow = _write(workdir / "slow.ipynb", ["import time\ntime.sleep(30)"])
+    proc = cli("run", str(slow), cwd=workdir)
+    assert proc.returncode == 2 and "per-cell timeout of 1s" in proc.stderr, proc.stderr
+    # the demo review passes on its second pass; the config allows one
+    proc = cli("run", str(BUILTIN / "code_review.ipynb"), "-p", "agent", "False", "--report", "cr.json", cwd=workdir)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads((workdir / "cr.json").read_text())
+    assert report["maxIterations"] == 1 and report["iterations"] == 1 and report["verdict"] == "FAIL"
+    fast = _write(workdir / "fast.ipynb", ["x = 1"])
+    proc = cli("run", str(fast), str(fast), "-o", "runs", cwd=workdir)
+    assert proc.returncode == 0 and "2 runs (1 at a time): 2 PASS" in proc.stderr, proc.stderr
+    (workdir / "agentstack.config.json").write_text(json.dumps({"workflows": {"pool_size": 0}}))
+    bad = cli("run", str(fast), cwd=workdir)
+    assert bad.returncode == 2 and "workflows.pool_size" in bad.stderr, bad.stderr

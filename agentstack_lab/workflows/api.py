@@ -42,8 +42,13 @@ REPORT_MIME = "application/vnd.agentstack.workflow-report+json"
 class Workflow:
     """Phases declared with ``@wf.phase(name)``, run in the standard order by a :class:`PhaseRunner`."""
 
-    def __init__(self, name: str, *, max_iterations: int = 3, parameters: dict[str, Any] | None = None,
+    def __init__(self, name: str, *, max_iterations: int | None = None, parameters: dict[str, Any] | None = None,
                  verbose: bool = True):
+        """``max_iterations`` None: ``workflows.max_iterations`` of the config found from the cwd (3)."""
+        if max_iterations is None:
+            from agentstack_lab.config import load_config
+
+            max_iterations = load_config().workflows.max_iterations
         self.name = name
         self.max_iterations = max_iterations
         self.parameters = dict(parameters or {})

@@ -62,11 +62,24 @@ def plan_runs(notebooks: list[Path], base: dict[str, Any], grid: list[dict[str, 
     return specs
 
 
-async def run_batch(specs: list[RunSpec], *, parallel: int = 2, kernel_name: str = "python3",
+def _notebook_kernel(path: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads(path.read_text("utf-8"))["metadata"]["kernelspec"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+async def run_batch(specs: list[RunSpec], *, parallel: int = 2, kernel_name: str | None = None,
                     fork: bool = True, cwd: str | None = None, cell_timeout: float | None = None,
                     timeout: float | None = None,
                     on_done: Callable[[RunSpec, RunResult], None] | None = None) -> list[RunResult]:
-    """Run ``specs`` at most ``parallel`` at a time on pooled, never-reused kernels; results in order."""
+    """Run ``specs`` at most ``parallel`` at a time on pooled, never-reused kernels; results in order.
+
+    The pool runs ``kernel_name`` (default: the first notebook's kernelspec); a notebook needing
+    another kernel gets its own, started for it.
+    """
     from agentstack_lab.workflows.pool import KernelPool
 
     if parallel < 1:
@@ -74,7 +87,8 @@ async def run_batch(specs: list[RunSpec], *, parallel: int = 2, kernel_name: str
     results: list[RunResult | None] = [None] * len(specs)
     gate = asyncio.Semaphore(parallel)
     # keep a couple of kernels starting ahead of the runs, so a finished run never waits for a start
-    async with KernelPool(min(parallel + 2, len(specs)) or 1, kernel_name, cwd=cwd, fork=fork,
+    pooled = kernel_name or (_notebook_kernel(specs[0].notebook) if specs else None) or "python3"
+    async with KernelPool(min(parallel + 2, len(specs)) or 1, pooled, cwd=cwd, fork=fork,
                           total=len(specs)) as pool:
 
         async def one(i: int, spec: RunSpec) -> None:

@@ -1,6 +1,7 @@
 """``agentstack-lab workflow ...``: run workflow notebooks headless (exit code = verdict).
 
-Exit codes: 0 PASS, 1 FAIL, 2 error (bad parameter, missing notebook, dead kernel, timeout).
+Exit codes: 0 PASS; 1 FAIL (verdict FAIL, or a cell raised ``AssertionError``); 2 error, the
+check could not run (any other exception, bad parameter, missing notebook, dead kernel, timeout).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import Any
 
 import click
 import typer
-from typer.core import TyperGroup
 
 __all__ = ["app", "run_command"]
 
@@ -22,6 +22,15 @@ _LABEL = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
 
 def _echo(text: str) -> None:
     click.echo(text, err=True)
+
+
+def _skip_slow_imports() -> None:
+    """Keep jsonschema (imported by nbformat) from importing ``rfc3987_syntax`` in this short-lived process.
+
+    It builds a grammar at import (~2 s, most of a run's start-up) only to check the "iri" format,
+    which neither nbformat's schema nor the report schema uses.
+    """
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
 def _parameters(params: tuple[tuple[str, str], ...], raw: tuple[tuple[str, str], ...],
@@ -51,20 +60,39 @@ def _parameters(params: tuple[tuple[str, str], ...], raw: tuple[tuple[str, str],
 @click.option("-o", "--output", metavar="OUT", help="Executed notebook (a folder when several runs).")
 @click.option("--report", metavar="R.json", help="Report JSON (with several runs: a summary of all runs).")
 @click.option("--kernel", "kernel_name", metavar="K", help="Kernelspec name (default: the notebook's).")
-@click.option("--timeout", type=float, metavar="S", help="Seconds the whole run may take.")
-@click.option("--cell-timeout", type=float, metavar="S", help="Seconds one cell may take.")
+@click.option("--timeout", type=float, metavar="S", help="Seconds the whole run may take (kernel start included).")
+@click.option("--cell-timeout", type=float, metavar="S",
+              help="Seconds one cell may take (default: workflows.cell_timeout of the config, 600).")
 @click.option("--cwd", metavar="DIR", help="Kernel working directory (default: the current directory).")
-@click.option("--parallel", type=int, default=1, show_default=True, metavar="N",
-              help="Runs at once, on kernels from a pool started ahead of time.")
+@click.option("--parallel", type=int, metavar="N",
+              help="Runs at once, on kernels from a pool started ahead of time "
+                   "(default: workflows.pool_size of the config, 2).")
 @click.option("--fork/--no-fork", default=True, show_default=True,
               help="Fork pooled kernels from a pre-warmed template process.")
 def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
                 raw: tuple[tuple[str, str], ...], files: tuple[str, ...], grid_file: str | None,
                 output: str | None, report: str | None, kernel_name: str | None, timeout: float | None,
-                cell_timeout: float | None, cwd: str | None, parallel: int, fork: bool) -> None:
-    """Run workflow NOTEBOOK(s) headless; exit 0 on PASS, 1 on FAIL, 2 on error."""
+                cell_timeout: float | None, cwd: str | None, parallel: int | None, fork: bool) -> None:
+    """Run workflow NOTEBOOK(s) headless.
+
+    Exit 0 PASS; 1 FAIL (the report's verdict is FAIL, or a cell raised AssertionError); 2 error, the
+    check could not run (any other exception in a cell, bad parameter, missing notebook, dead kernel,
+    timeout). The executed notebook is always saved, partial on failure, and the failing cell named.
+    """
+    from agentstack_lab.config import ConfigError, load_config
     from agentstack_lab.workflows.params import ParameterError, load_params_file
 
+    _skip_slow_imports()
+    if cwd and not Path(cwd).is_dir():
+        _echo(f"ERROR --cwd: directory not found: {cwd}")
+        raise SystemExit(2)
+    try:
+        settings = load_config(start=Path(cwd or ".")).workflows
+    except ConfigError as exc:
+        _echo(f"ERROR config: {exc}")
+        raise SystemExit(2) from None
+    parallel = settings.pool_size if parallel is None else parallel
+    cell_timeout = settings.cell_timeout if cell_timeout is None else cell_timeout
     try:
         values = _parameters(params, raw, files)
         grid = None
@@ -75,12 +103,10 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
     except ParameterError as exc:
         _echo(f"ERROR bad parameter: {exc}")
         raise SystemExit(2) from None
-    if parallel < 1:
-        _echo(f"ERROR --parallel must be >= 1, got {parallel}")
-        raise SystemExit(2)
-    if cwd and not Path(cwd).is_dir():
-        _echo(f"ERROR --cwd: directory not found: {cwd}")
-        raise SystemExit(2)
+    for name, value in (("--parallel", parallel), ("--timeout", timeout), ("--cell-timeout", cell_timeout)):
+        if value is not None and value <= 0:
+            _echo(f"ERROR {name} must be > 0, got {value:g}")
+            raise SystemExit(2)
     paths = [Path(n) for n in notebooks]
     if len(paths) == 1 and not grid:
         code = asyncio.run(_single(paths[0], values, output, report, kernel_name, cwd, cell_timeout, timeout,
@@ -132,10 +158,11 @@ async def _many(paths: list[Path], values: dict[str, Any], grid: list[dict[str, 
                                    markup=False, highlight=False)
             progress.advance(task)
 
-        results = await run_batch(specs, parallel=parallel, kernel_name=kernel_name or "python3", fork=fork,
+        results = await run_batch(specs, parallel=parallel, kernel_name=kernel_name, fork=fork,
                                   cwd=cwd, cell_timeout=cell_timeout, timeout=timeout, on_done=done)
     counts = {s: sum(r.status == s for r in results) for s in _LABEL}
-    _echo(f"{len(results)} runs: {counts['pass']} PASS, {counts['fail']} FAIL, {counts['error']} ERROR")
+    _echo(f"{len(results)} runs ({parallel} at a time): {counts['pass']} PASS, {counts['fail']} FAIL, "
+          f"{counts['error']} ERROR")
     if report:
         summary = [{"notebook": r.notebook, "parameters": r.parameters, "status": r.status, "exitCode": r.exit_code,
                     "message": r.message, "output": r.output, "report": r.report_path,
@@ -145,16 +172,17 @@ async def _many(paths: list[Path], values: dict[str, Any], grid: list[dict[str, 
     return 2 if counts["error"] else 1 if counts["fail"] else 0
 
 
-class _WorkflowGroup(TyperGroup):
-    """Typer group that also carries the click ``run`` command (typer cannot express ``-p NAME VALUE``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.add_command(run_command)
-
-
-app = typer.Typer(cls=_WorkflowGroup, no_args_is_help=True,
+app = typer.Typer(no_args_is_help=True,
                   help="Run workflow notebooks headless (exit code = verdict: 0 PASS, 1 FAIL, 2 error).")
+
+
+@app.command("run", add_help_option=False,
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def _run(ctx: typer.Context) -> None:
+    """Run workflow NOTEBOOK(s) headless; exit 0 PASS, 1 FAIL, 2 error (see --help)."""
+    # ``run`` is a plain click command (typer cannot express ``-p NAME VALUE``, repeated); it runs
+    # standalone so click itself handles --help and usage errors (exit 2) and its exit code stands.
+    run_command.main(args=list(ctx.args), prog_name=ctx.command_path, standalone_mode=True)
 
 
 @app.command("schema")
@@ -170,6 +198,7 @@ def validate_command(report: Path) -> None:
     """Check a report JSON file against the schema (exit 2 when invalid)."""
     from agentstack_lab.workflows.schema import ReportValidationError, validate_report
 
+    _skip_slow_imports()
     try:
         validate_report(json.loads(report.read_text("utf-8")))
     except (OSError, ValueError, ReportValidationError) as exc:

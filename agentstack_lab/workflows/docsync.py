@@ -117,8 +117,10 @@ class CodeIndex:
 
 
 def _walk(root: Path):
+    """Files under ``root``, skipping hidden folders (``.git``, ``.pytest_cache``...) and build/venv folders."""
     for path in sorted(root.rglob("*")):
-        if path.is_file() and not any(part in _SKIP_DIRS for part in path.relative_to(root).parts[:-1]):
+        folders = path.relative_to(root).parts[:-1]
+        if path.is_file() and not any(part in _SKIP_DIRS or part.startswith(".") for part in folders):
             yield path
 
 

@@ -1,8 +1,9 @@
 """Run one parameterised notebook headless with nbclient and turn the outcome into a verdict.
 
-Exit codes: 0 PASS, 1 FAIL (the workflow's verdict, or a cell raised), 2 error (bad parameter,
-missing notebook, kernel failed to start or died, timeout). In every case where a notebook was
-read, the (partial) executed notebook is written and the failing cell is named.
+Exit codes: 0 PASS; 1 FAIL, a check failed (the workflow's verdict is FAIL, or a cell raised
+``AssertionError``, papermill-style); 2 error, the check could not run (any other exception in a
+cell, bad parameter, missing notebook, kernel failed to start or died, timeout). In every case
+where a notebook was read, the (partial) executed notebook is written and the failing cell is named.
 """
 
 from __future__ import annotations
@@ -121,8 +122,12 @@ async def _execute_cells(client: Any, nb: Any, km: Any, *, deadline: float | Non
         except DeadKernelError:
             raise _RunError("error", f"kernel died while running {_cell_name(described)}", described) from None
         except CellExecutionError as exc:
-            reason = f"{exc.ename}: {exc.evalue}" if getattr(exc, "ename", None) else str(exc).splitlines()[-1]
-            raise _RunError("fail", f"{_cell_name(described)} raised {reason}", described) from None
+            ename = getattr(exc, "ename", None)
+            reason = f"{ename}: {exc.evalue}" if ename else str(exc).splitlines()[-1]
+            if ename == "AssertionError":  # a check in the notebook failed: the verdict is FAIL
+                raise _RunError("fail", f"{_cell_name(described)} raised {reason}", described) from None
+            raise _RunError("error", f"{_cell_name(described)} raised {reason} (a crash, not a failed "
+                                     "check: the workflow could not run)", described) from None
 
 
 async def _watch_kernel(km: Any) -> None:
@@ -175,9 +180,13 @@ async def run_notebook(notebook: str | Path, *, parameters: dict[str, Any] | Non
         if not Path(run_cwd).is_dir():
             raise _RunError("error", f"working directory not found: {run_cwd}")
         kname = kernel_name or nb.metadata.get("kernelspec", {}).get("name") or "python3"
-        lease = await _lease(pool, kname, run_cwd)
+        deadline = None if timeout is None else t0 + timeout  # the kernel's start counts too
+        try:
+            lease = await asyncio.wait_for(_lease(pool, kname, run_cwd),
+                                           None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            raise _RunError("error", f"run exceeded its timeout of {timeout:g}s waiting for a kernel") from None
         client = _client(nb, lease)
-        deadline = None if timeout is None else time.monotonic() + timeout
         if pool is not None and run_cwd != pool.cwd:
             client.kc.execute(f"__import__('os').chdir({run_cwd!r})", silent=True, store_history=False)
         await _execute_cells(client, nb, lease.km, deadline=deadline, timeout=timeout, cell_timeout=cell_timeout)

@@ -135,7 +135,10 @@ class KernelPool:
 
         from agentstack_lab.workflows.zygote import Zygote, ZygoteError, split_kernel_cmd
 
-        spec = KernelSpecManager().get_kernel_spec(self.kernel_name)
+        try:
+            spec = KernelSpecManager().get_kernel_spec(self.kernel_name)
+        except Exception:  # no such kernel: each run reports it when its kernel fails to start
+            return None
         split = split_kernel_cmd(spec.argv)
         if split is None:
             return None
