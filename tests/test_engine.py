@@ -468,3 +468,14 @@ async def test_headless_subprocess_executor_run(ws):
                    options=RunOptions(interactive=False, auto_approve=True, executor="subprocess"))
     result = await run
     assert "pi 3.142" in result and "fork()/wait() are not available in the subprocess executor" in result
+
+
+async def test_start_writes_the_root_row_at_once_and_stop_before_it_begins(ws):
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain())).start()
+    rows = ws.db.query("SELECT status, prompt FROM agents WHERE id = ?", (run.id,))
+    assert [tuple(r) for r in rows] == [("pending", "q")] and run.tree["status"] == "pending"
+    run.stop()
+    assert await run is None and run.status == "stopped" and run.tree["error"] == "stopped by the user"
+    assert [(type(e).__name__, getattr(e, "state", {}).get("status")) for e in run.events] == [
+        ("AgentState", "pending"), ("AgentState", "stopped"), ("ErrorEvent", None)]  # it never ran
+    assert rebuild_tree(ws.db, run.id) == json.loads(json.dumps(run.tree))

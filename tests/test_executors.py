@@ -145,7 +145,7 @@ async def test_live_executor_records_in_place_changes_of_mentioned_names():
 
 
 def test_fingerprint_is_bounded_and_falls_back_for_large_or_odd_values():
-    from agentstack_lab.engine import executors
+    from agentstack_lab.engine import capture as executors
 
     np = pytest.importorskip("numpy")
     big = np.zeros(executors.FINGERPRINT_MAX_BYTES // 8 + 1)

@@ -93,6 +93,17 @@ class EventLog:
                 except Exception as exc:  # the run goes on; the log says what was lost
                     log.error("agentstack-lab: could not write %d events of run %s: %s", len(events), self.run_id, exc)
 
+    def write_now(self) -> None:
+        """Write what is buffered synchronously (the run's first row); on failure it stays buffered."""
+        events, rows = self._take()
+        try:
+            self._write(events, rows)
+        except Exception as exc:  # the flusher retries with the next batch
+            log.warning("agentstack-lab: could not write the start of run %s yet: %s", self.run_id, exc)
+            self._events[:0] = events
+            for row in rows:
+                self._rows.setdefault(row["id"], row)
+
     def _take(self) -> tuple[list[tuple[OutboundEvent, float]], list[dict[str, Any]]]:
         events, self._events = self._events, []
         rows, self._rows = list(self._rows.values()), {}

@@ -189,9 +189,14 @@ class AgentRun:
         return [q for q, fut, _ in self._queries.values() if not fut.done()]
 
     def start(self) -> AgentRun:
-        """Schedule the run on the running loop and return at once."""
+        """Schedule the run on the running loop and return at once.
+
+        The root agent (status ``pending``) is already in ``run.tree`` and, with a database, in the
+        ``agents`` table when this returns, so another process can find the run right away.
+        """
         if self._task is None:
             self._loop = asyncio.get_running_loop()
+            self._begin()
             self._task = self._loop.create_task(self._main(), name=f"agentstack-run-{self.id[:8]}")
         return self
 
@@ -565,19 +570,27 @@ class AgentRun:
                 log.warning("agentstack-lab: could not start a session for run %s: %s", self.id, exc)
         self.session_id = self.id
 
-    async def _main(self) -> None:
+    def _begin(self) -> None:
+        """Open the event log and the session, create the root agent and write its row now."""
+        self._start_session()
         db = getattr(self.workspace, "db", None)
         if db is not None:
             self._log = EventLog(db, self.id)
             self._log.start()
+        root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt,
+                         metadata={"provider": getattr(self.provider, "name", "?"),
+                                   "executor": self.executor.name, "sessionId": self.session_id})
+        self.nodes[root.id] = root
+        self.emit_state(root)
+        if self._log is not None:
+            self._log.write_now()
+
+    async def _main(self) -> None:
         watchdog = None
+        root = self.nodes[self.id]
         try:
-            self._start_session()
-            root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt,
-                             metadata={"provider": getattr(self.provider, "name", "?"),
-                                       "executor": self.executor.name, "sessionId": self.session_id})
-            self.nodes[root.id] = root
-            self.emit_state(root)
+            if root.terminal:  # stopped before it began
+                return
             if self.options.timeout_s is not None:
                 watchdog = asyncio.get_running_loop().call_later(
                     self.options.timeout_s, self._budget_stop,
