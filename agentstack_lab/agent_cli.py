@@ -30,6 +30,20 @@ def _cli() -> Any:
     return cli
 
 
+@contextlib.contextmanager
+def _handled() -> Any:
+    """The CLI's one-line errors, plus provider and run errors (a missing key, an engine refusal)."""
+    cli = _cli()
+    from agentstack_lab.engine import AgentRunError
+    from agentstack_lab.providers.base import ProviderError
+
+    with cli._handled():
+        try:
+            yield cli
+        except (ProviderError, AgentRunError) as exc:
+            raise cli.CliError(str(exc)) from None
+
+
 def _console(stderr: bool = False, *, stream: bool = False) -> Any:
     from rich.console import Console
 
@@ -158,8 +172,7 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
                 session: str = typer.Option(None, "--session", "-s", help="Run within this session."),
                 as_json: bool = JSON):
     """Run an agent tree headless, streaming its text and tool calls; exit 1 unless it completed."""
-    cli = _cli()
-    with cli._handled():
+    with _handled() as cli:
         if executor not in ("subprocess", "live"):
             raise cli.CliError(f"--executor must be 'subprocess' or 'live', got {executor!r}")
         answers: dict[str, Any] = {}
@@ -196,8 +209,7 @@ def list_command(ctx: typer.Context, run: str = typer.Option(None, "--run", "-r"
                  runs_only: bool = typer.Option(False, "--runs", help="Only run roots (one row per run)."),
                  limit: int = typer.Option(50, "--limit", "-l", min=1), as_json: bool = JSON):
     """List agents from the workspace database, newest first."""
-    cli = _cli()
-    with cli._handled():
+    with _handled() as cli:
         from agentstack_lab.agents.spawner import STATUSES
         from agentstack_lab.engine.activity import agent_rows, elapsed_s, resolve_run
 
@@ -236,8 +248,7 @@ def _render_tree(node: dict[str, Any], branch: Any = None) -> Any:
 def tree_command(ctx: typer.Context, run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
                  as_json: bool = JSON):
     """Show a run's agent tree, rebuilt from the event log."""
-    cli = _cli()
-    with cli._handled():
+    with _handled() as cli:
         from agentstack_lab.engine.activity import resolve_run
         from agentstack_lab.engine.log import rebuild_tree
 
@@ -313,8 +324,7 @@ def watch_command(ctx: typer.Context, run: str = typer.Option(None, "--run", "-r
                   once: bool = typer.Option(False, "--once", help="Print the table once and exit."),
                   limit: int = typer.Option(30, "--limit", "-l", min=1, help="Most recent agents shown.")):
     """A live table of agents (id, type, status, tokens, elapsed, last event) read from the workspace database."""
-    cli = _cli()
-    with cli._handled():
+    with _handled() as cli:
         from agentstack_lab.engine.activity import resolve_run
 
         db = cli._ws(ctx).db

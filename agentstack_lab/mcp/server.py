@@ -47,7 +47,7 @@ def _message(exc: BaseException) -> str:
 
 
 def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a tool on the server's loop; expected errors become one-line ``ToolError``\\ s."""
+    """Run a tool on the server's loop; expected errors become one-line tool errors."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     errors = expected_errors()
@@ -135,7 +135,7 @@ def serve(path: str | Path | None = None) -> None:
 
     ws = Workspace.open(path)
     try:
-        ws.db  # open and migrate now: a broken database fails before the protocol starts
+        _ = ws.memory  # open and migrate now: a broken database or embedder fails before the protocol starts
         build_server(ws).run("stdio")
     finally:
         ws.close()

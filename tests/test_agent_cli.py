@@ -1,0 +1,192 @@
+"""``agentstack-lab agent run/list/tree/watch``: exit codes, streaming, and runs of another process seen live."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agentstack_lab.cli import app
+
+runner = CliRunner()
+SCRIPT = Path(sys.executable).with_name("agentstack-lab")
+
+# A run in another process, the way a notebook kernel starts one (slowed down so it can be watched).
+OTHER_PROCESS = textwrap.dedent("""
+    import asyncio, sys
+    from agentstack_lab.engine import AgentRun
+    from agentstack_lab.providers.scripted import ScriptedProvider
+    from agentstack_lab.workspace import Workspace
+
+    async def main():
+        ws = Workspace.open(sys.argv[1])
+        run = AgentRun("what is a monad?", workspace=ws, provider=ScriptedProvider(latency=float(sys.argv[2])),
+                       options={"interactive": False}).start()
+        print(run.id, flush=True)
+        await run
+
+    asyncio.run(main())
+""")
+
+# The README's terminal example (sent with the report; executed here line by line, `# exit N` = expected code).
+README_SHELL = """\
+agentstack-lab agent run "what is a monad?"
+agentstack-lab agent run "how are sales trending in df?" --no-subagents   # exit 1
+agentstack-lab agent run "how are sales trending in df?" --no-subagents --auto-approve
+agentstack-lab agent list --runs
+agentstack-lab agent tree "$(agentstack-lab agent list --runs --json | python -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')"
+agentstack-lab agent watch --once
+"""
+
+
+def invoke(*args):
+    return runner.invoke(app, list(args))
+
+
+def one_line_error(result, expected: str) -> None:
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: {expected}"), result.stderr
+    assert "Traceback" not in result.output
+
+
+def start_other_process(workspace: Path, latency: float) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-c", OTHER_PROCESS, str(workspace), str(latency)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_id = proc.stdout.readline().strip()
+    assert re.fullmatch(r"[0-9a-f-]{36}", run_id), proc.stderr.read()
+    return proc, run_id
+
+
+def wait_for(predicate, timeout: float = 60.0, every: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("timed out waiting")
+
+
+def listed(run_id: str) -> list[dict]:
+    result = invoke("agent", "list", "--run", run_id, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_run_streams_and_exit_codes(workdir):
+    ok = invoke("agent", "run", "what is a monad?")
+    assert ok.exit_code == 0, ok.output
+    assert re.search(r"● researcher-\w+ running", ok.stdout) and "offline demo answer" in ok.stdout
+    assert "✔ completed" in ok.stdout
+
+    closed = invoke("agent", "run", "how are sales trending in df?", "--no-subagents")
+    one_line_error(closed, "approval required: an agent wants to run Python code, and `agent run` is headless, "
+                           "so the run failed closed; rerun with --auto-approve")
+    assert "⚙ python" in closed.stdout and "↳ python" not in closed.stdout  # the code never ran
+
+    approved = invoke("agent", "run", "how are sales trending in df?", "--no-subagents", "--auto-approve")
+    assert approved.exit_code == 0, approved.output
+    assert "⚙ python" in approved.stdout and "NameError: name 'df' is not defined" in approved.stdout
+
+    as_json = invoke("agent", "run", "what is a monad?", "--json", "--type", "analyst")
+    data = json.loads(as_json.stdout)
+    assert as_json.exit_code == 0 and data["status"] == "completed" and data["tree"]["type"] == "analyst"
+    assert len(data["tree"]["children"]) == 2 and "offline" in data["result"]
+
+    runs = json.loads(invoke("agent", "list", "--runs", "--json").stdout)
+    assert [r["status"] for r in runs] == ["completed", "completed", "failed", "completed"]
+    tree = json.loads(invoke("agent", "tree", data["run_id"][:8], "--json").stdout)
+    assert tree["id"] == data["run_id"] and [c["status"] for c in tree["children"]] == ["completed"] * 2
+    assert "researcher-" in invoke("agent", "tree", data["run_id"]).stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["agent", "run", "hi", "--executor", "docker"], "--executor must be 'subprocess' or 'live'"),
+    (["agent", "run", "hi", "--answer", "mood=happy"], "--answer expects KIND=TEXT"),
+    (["agent", "run", "hi", "--type", "wizard"], "unknown agent type 'wizard'; known types: coder"),
+    (["agent", "run", "hi", "--provider", "nope"], "unknown provider 'nope'; valid providers:"),
+    (["agent", "run", "hi", "--provider", "anthropic"], "anthropic: no API key; set the ANTHROPIC_API_KEY"),
+    (["agent", "run", "hi", "--session", "nope"], "no session with id 'nope'"),
+    (["agent", "tree", "ghost"], "no run 'ghost' in this workspace"),
+    (["agent", "list", "--status", "happy"], "--status must be one of"),
+    (["agent", "watch", "--once", "--run", "ghost"], "no run 'ghost' in this workspace"),
+])
+def test_bad_input_is_one_line_and_changes_nothing(workdir, args, message):
+    one_line_error(invoke(*args), message)
+    assert json.loads(invoke("agent", "list", "--json").stdout) == []
+
+
+@pytest.mark.slow
+def test_list_and_watch_see_a_run_of_another_process(workdir):
+    proc, run_id = start_other_process(workdir, latency=0.4)
+    try:
+        root = wait_for(lambda: next((a for a in listed(run_id) if a["id"] == run_id and a["status"] == "running"),
+                                     None))
+        assert root["type"] == "researcher" and root["parent_id"] is None
+        shown = invoke("agent", "watch", "--once", "--run", run_id[:8])
+        assert shown.exit_code == 0 and re.search(rf"{run_id[:8]}\s.*researcher\s.*running", shown.stdout)
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+    agents = listed(run_id)
+    assert len(agents) == 3 and {a["status"] for a in agents} == {"completed"}
+    assert all(a["input_tokens"] > 0 for a in agents)
+    shown = invoke("agent", "watch", "--once", "--run", run_id)
+    assert shown.stdout.count("completed") >= 4  # three rows plus the summary line
+    assert re.search(rf"{run_id[:8]}\s.*completed\s.*completed \(", shown.stdout)  # last event: completed, with age
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None or not SCRIPT.exists(), reason="needs tmux and the console script")
+def test_watch_refreshes_live_in_a_terminal(workdir):
+    sock = f"agentstack-test-{uuid.uuid4().hex[:8]}"
+    tmux = ["tmux", "-L", sock]
+    subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50",
+                    f"{SCRIPT} -w {workdir} agent watch --interval 0.2; sleep 30"], check=True, env=os.environ)
+
+    def screen() -> str:
+        return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
+
+    try:
+        wait_for(lambda: "no agents yet" in screen(), timeout=30)
+        proc, run_id = start_other_process(workdir, latency=0.4)
+        try:
+            running = wait_for(lambda: re.search(rf"{run_id[:8]}\s.*running", screen()) and screen(), timeout=60)
+            seq_running = int(re.search(r"seq (\d+)", running).group(1))
+            done = wait_for(lambda: re.search(r"completed 3 ", screen()) and screen(), timeout=120)
+            assert int(re.search(r"seq (\d+)", done).group(1)) > seq_running  # followed the log by seq
+            assert re.search(rf"{run_id[:8]}\s.*researcher\s.*completed", done)
+            assert proc.wait(timeout=60) == 0
+        finally:
+            proc.kill()
+        subprocess.run([*tmux, "send-keys", "C-c"], check=True)
+        wait_for(lambda: "Watch stopped." in screen(), timeout=20)
+        assert "Traceback" not in screen()
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SCRIPT.exists(), reason="needs the console script")
+def test_readme_terminal_example(workdir):
+    lines = ['cd "$WORKDIR"']
+    for raw in README_SHELL.splitlines():
+        m = re.search(r"\s+# exit (\d+)\s*$", raw)
+        cmd, expected = (raw[: m.start()], int(m.group(1))) if m else (raw, 0)
+        lines.append(f"{cmd}\nrc=$?; [ $rc -eq {expected} ] || {{ echo \"exit $rc (expected {expected}): line "
+                     f"{len(lines)}\" >&2; exit 1; }}")
+    env = dict(os.environ, WORKDIR=str(workdir), PATH=f"{SCRIPT.parent}:{os.environ['PATH']}")
+    proc = subprocess.run(["bash", "-c", "\n".join(lines)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "approval required" in proc.stderr and "Traceback" not in proc.stderr + proc.stdout
+    assert "3 agent(s)" in proc.stdout  # `agent list --runs`: the three runs above
