@@ -37,10 +37,11 @@ def _write(path: Path, sources: list[str], params: str | None = None) -> Path:
     return path
 
 
-def cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
     """``agentstack-lab workflow ARGS`` through the root command, as a user runs it."""
     return subprocess.run([sys.executable, "-m", "agentstack_lab.cli", "workflow", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def _outputs(nb) -> str:
@@ -59,6 +60,7 @@ def test_injected_values_arrive_typed_in_the_kernel(workdir):
                cwd=workdir)
     assert proc.returncode == 0, proc.stderr
     assert "warning: parameter 'extra' is not declared" in proc.stderr
+    assert "[IPKernelApp]" not in proc.stderr  # the kernel process's own notices go to its log, not to us
     out = nbformat.read(workdir / "out.ipynb", 4)
     assert "ok 42 2.5 True 007" in _outputs(out)
     assert out.cells[1].metadata.tags == ["injected-parameters"]
@@ -233,3 +235,16 @@ def test_config_sets_cell_timeout_max_iterations_and_pool_size(workdir):
     (workdir / "agentstack.config.json").write_text(json.dumps({"workflows": {"pool_size": 0}}))
     bad = cli("run", str(fast), cwd=workdir)
     assert bad.returncode == 2 and "workflows.pool_size" in bad.stderr, bad.stderr
+
+
+def test_kernel_that_cannot_start_is_an_error_quoting_what_it_wrote(workdir):
+    spec = workdir / "jp" / "kernels" / "broken"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-c", "import sys; sys.stderr.write('boom: no kernel here\\n'); sys.exit(3)",
+                 "{connection_file}"], "display_name": "broken", "language": "python"}))
+    nb = _write(workdir / "n.ipynb", ["x = 1"])
+    proc = cli("run", str(nb), "--kernel", "broken", "-o", "n-out.ipynb", cwd=workdir,
+               env={"JUPYTER_PATH": str(workdir / "jp")})
+    assert proc.returncode == 2 and "kernel died before replying" in proc.stderr, proc.stderr
+    assert "boom: no kernel here" in proc.stderr and (workdir / "n-out.ipynb").exists()

@@ -82,7 +82,13 @@ def _fallback_report(name: str, started: datetime, verdict: str, parameters: dic
                           phases=[], iterations=1, max_iterations=1, parameters=parameters).to_dict()
 
 
-async def _execute_cells(client: Any, nb: Any, km: Any, *, deadline: float | None, timeout: float | None,
+def _died(lease: Any, described: dict[str, Any]) -> _RunError:
+    tail = lease.log_tail()
+    return _RunError("error", f"kernel died while running {_cell_name(described)}"
+                              + (f"; the kernel's last words:\n{tail}" if tail else ""), described)
+
+
+async def _execute_cells(client: Any, nb: Any, lease: Any, *, deadline: float | None, timeout: float | None,
                          cell_timeout: float | None) -> None:
     """Execute every cell; raise :class:`_RunError` naming the cell on failure."""
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
@@ -97,7 +103,7 @@ async def _execute_cells(client: Any, nb: Any, km: Any, *, deadline: float | Non
         described = _describe(nb, index)
         task = asyncio.ensure_future(
             client.async_execute_cell(cell, index, execution_count=client.code_cells_executed + 1))
-        watch = asyncio.ensure_future(_watch_kernel(km))
+        watch = asyncio.ensure_future(_watch_kernel(lease.km))
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         limit = min(x for x in (remaining, cell_timeout, float("inf")) if x is not None)
         done, _ = await asyncio.wait({task, watch}, timeout=None if limit == float("inf") else limit,
@@ -108,7 +114,7 @@ async def _execute_cells(client: Any, nb: Any, km: Any, *, deadline: float | Non
             with contextlib.suppress(BaseException):
                 await task
             if watch in done:
-                raise _RunError("error", f"kernel died while running {_cell_name(described)}", described)
+                raise _died(lease, described)
             if remaining is None or (cell_timeout is not None and cell_timeout < remaining):
                 raise _RunError("error", f"{_cell_name(described)} exceeded the per-cell timeout of "
                                          f"{cell_timeout:g}s", described)
@@ -120,7 +126,7 @@ async def _execute_cells(client: Any, nb: Any, km: Any, *, deadline: float | Non
             raise _RunError("error", f"{_cell_name(described)} timed out waiting for output",
                             described) from None
         except DeadKernelError:
-            raise _RunError("error", f"kernel died while running {_cell_name(described)}", described) from None
+            raise _died(lease, described) from None
         except CellExecutionError as exc:
             ename = getattr(exc, "ename", None)
             reason = f"{ename}: {exc.evalue}" if ename else str(exc).splitlines()[-1]
@@ -189,7 +195,7 @@ async def run_notebook(notebook: str | Path, *, parameters: dict[str, Any] | Non
         client = _client(nb, lease)
         if pool is not None and run_cwd != pool.cwd:
             client.kc.execute(f"__import__('os').chdir({run_cwd!r})", silent=True, store_history=False)
-        await _execute_cells(client, nb, lease.km, deadline=deadline, timeout=timeout, cell_timeout=cell_timeout)
+        await _execute_cells(client, nb, lease, deadline=deadline, timeout=timeout, cell_timeout=cell_timeout)
         client.set_widgets_metadata()
     except ParameterError as exc:
         status, message = "error", f"bad parameter: {exc}"

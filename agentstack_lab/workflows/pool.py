@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = ["KernelLease", "KernelPool", "start_kernel"]
@@ -26,6 +28,17 @@ class KernelLease:
     kc: Any
     kernel_name: str
     forked: bool = False
+    log: str | None = None  # the kernel process's own stdout/stderr (not the cells' output)
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last lines the kernel process wrote (e.g. a fatal error), without ipykernel's notices."""
+        try:
+            text = Path(self.log).read_text("utf-8", errors="replace") if self.log else ""
+        except OSError:
+            return ""
+        text = text.rsplit("--existing", 1)[-1].split("\n", 1)[-1] if "--existing" in text else text  # banner
+        kept = [ln for ln in text.splitlines() if ln.strip() and "[IPKernelApp]" not in ln]
+        return "\n".join(kept[-lines:])
 
 
 async def start_kernel(kernel_name: str, *, cwd: str | None = None, zygote: Any = None,
@@ -33,25 +46,35 @@ async def start_kernel(kernel_name: str, *, cwd: str | None = None, zygote: Any 
     """Start one kernel (forked from ``zygote`` when given) and wait until it answers."""
     from jupyter_client.manager import AsyncKernelManager
 
+    # the kernel process's own output (ipykernel's start-up notices, a fatal error) goes to a log
+    # file instead of our terminal; a dead kernel's report quotes its tail
+    fd, log = tempfile.mkstemp(prefix="agentstack-kernel-", suffix=".log")
     if zygote is not None:
         from agentstack_lab.workflows.zygote import ZygoteKernelManager
 
-        km = ZygoteKernelManager(zygote, kernel_name=kernel_name)
+        km = ZygoteKernelManager(zygote, kernel_name=kernel_name, kernel_log=log)
     else:
         km = AsyncKernelManager(kernel_name=kernel_name)
-    await km.start_kernel(cwd=cwd or os.getcwd())
+    try:
+        with os.fdopen(fd, "wb") as out:
+            await km.start_kernel(cwd=cwd or os.getcwd(), stdout=out, stderr=out)
+    except BaseException:
+        Path(log).unlink(missing_ok=True)
+        raise
     kc = km.client()
     kc.start_channels()
+    forked = type(getattr(km.provisioner, "process", None)).__name__ == "_ForkedProcess"
+    lease = KernelLease(km=km, kc=kc, kernel_name=kernel_name, forked=forked, log=log)
     try:
         await _wait_ready(km, kc, startup_timeout)
-    except BaseException:
-        kc.stop_channels()
-        with contextlib.suppress(Exception):
-            await km.shutdown_kernel(now=True)
+    except BaseException as exc:
+        tail = lease.log_tail()
+        await discard_kernel(lease)
+        if isinstance(exc, RuntimeError) and tail:
+            raise RuntimeError(f"{exc}; the kernel wrote:\n{tail}") from exc
         raise
     kc.allow_stdin = False
-    forked = type(getattr(km.provisioner, "process", None)).__name__ == "_ForkedProcess"
-    return KernelLease(km=km, kc=kc, kernel_name=kernel_name, forked=forked)
+    return lease
 
 
 async def _wait_ready(km: Any, kc: Any, timeout: float) -> None:
@@ -91,6 +114,8 @@ async def discard_kernel(lease: KernelLease) -> None:
             await lease.km.shutdown_kernel(now=True)
     with contextlib.suppress(Exception):
         await lease.km.cleanup_resources()
+    if lease.log:
+        Path(lease.log).unlink(missing_ok=True)
 
 
 class KernelPool:

@@ -173,12 +173,12 @@ class Zygote:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def spawn(self, argv: list[str], *, cwd: str | None, env: dict[str, str] | None) -> int:
-        """Fork a kernel running ``ipykernel_launcher argv``; return its pid."""
+    def spawn(self, argv: list[str], *, cwd: str | None, env: dict[str, str] | None, log: str | None = None) -> int:
+        """Fork a kernel running ``ipykernel_launcher argv`` (its own output to ``log``); return its pid."""
         if not self.alive:
             raise ZygoteError("zygote is not running")
         assert self._proc is not None and self._proc.stdin is not None
-        request = {"argv": list(argv), "cwd": str(cwd) if cwd else None, "env": env, "log": self.log}
+        request = {"argv": list(argv), "cwd": str(cwd) if cwd else None, "env": env, "log": log or self.log}
         with self._lock:
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
@@ -250,12 +250,13 @@ def _provisioner_class():
         """LocalProvisioner whose ``launch_kernel`` forks from a zygote instead of exec'ing."""
 
         zygote: Zygote | None = None
+        log: str | None = None
 
         async def launch_kernel(self, cmd: list[str], **kwargs: Any):
             split = split_kernel_cmd(cmd)
             if self.zygote is None or split is None or split[0] != self.zygote.interpreter:
                 return await super().launch_kernel(cmd, **kwargs)
-            pid = self.zygote.spawn(split[1], cwd=kwargs.get("cwd"), env=kwargs.get("env"))
+            pid = self.zygote.spawn(split[1], cwd=kwargs.get("cwd"), env=kwargs.get("env"), log=self.log)
             self.process = _ForkedProcess(pid)  # type: ignore[assignment]
             self.pid = self.pgid = pid
             self.cwd = kwargs.get("cwd") or os.getcwd()
@@ -272,22 +273,23 @@ def _manager_class():
 
     class _ZygoteKernelManager(AsyncKernelManager):
         zygote: Zygote | None = None
+        kernel_log: str | None = None
 
         async def _async_pre_start_kernel(self, **kw: Any):
             if self.provisioner is None and self.zygote is not None:
                 self.kernel_id = self.kernel_id or kw.pop("kernel_id", None) or str(uuid.uuid4())
                 prov = _provisioner_class()(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self)
-                prov.zygote = self.zygote
+                prov.zygote, prov.log = self.zygote, self.kernel_log
                 self.provisioner = prov
             return await super()._async_pre_start_kernel(**kw)
 
     return _ZygoteKernelManager
 
 
-def ZygoteKernelManager(zygote: Zygote, **kwargs: Any):  # noqa: N802 - reads like a class
-    """An ``AsyncKernelManager`` whose kernel is forked from ``zygote``."""
+def ZygoteKernelManager(zygote: Zygote, *, kernel_log: str | None = None, **kwargs: Any):  # noqa: N802
+    """An ``AsyncKernelManager`` whose kernel is forked from ``zygote`` (its own output to ``kernel_log``)."""
     km = _manager_class()(**kwargs)
-    km.zygote = zygote
+    km.zygote, km.kernel_log = zygote, kernel_log
     return km
 
 
