@@ -41,9 +41,27 @@ class KernelLease:
         return "\n".join(kept[-lines:])
 
 
+class _PortTaken(RuntimeError):
+    """The kernel could not bind a port it was given (another process took it in between)."""
+
+
 async def start_kernel(kernel_name: str, *, cwd: str | None = None, zygote: Any = None,
                        startup_timeout: float = 60.0) -> KernelLease:
-    """Start one kernel (forked from ``zygote`` when given) and wait until it answers."""
+    """Start one kernel (forked from ``zygote`` when given) and wait until it answers.
+
+    jupyter_client picks free ports, then the kernel binds them; with several kernels starting at
+    once another process can take a port in between. That start is retried with new ports (twice).
+    """
+    for attempt in range(3):
+        try:
+            return await _start_once(kernel_name, cwd, zygote, startup_timeout)
+        except _PortTaken as exc:
+            if attempt == 2:
+                raise RuntimeError(str(exc)) from exc
+    raise AssertionError("unreachable")
+
+
+async def _start_once(kernel_name: str, cwd: str | None, zygote: Any, startup_timeout: float) -> KernelLease:
     from jupyter_client.manager import AsyncKernelManager
 
     # the kernel process's own output (ipykernel's start-up notices, a fatal error) goes to a log
@@ -71,7 +89,8 @@ async def start_kernel(kernel_name: str, *, cwd: str | None = None, zygote: Any 
         tail = lease.log_tail()
         await discard_kernel(lease)
         if isinstance(exc, RuntimeError) and tail:
-            raise RuntimeError(f"{exc}; the kernel wrote:\n{tail}") from exc
+            error = _PortTaken if "Address already in use" in tail else RuntimeError
+            raise error(f"{exc}; the kernel wrote:\n{tail}") from exc
         raise
     kc.allow_stdin = False
     return lease
