@@ -76,7 +76,7 @@ def _ws(ctx: typer.Context):
 
     root = ctx.find_root()
     path = (root.obj or {}).get("workspace") if root.obj else None
-    ws = Workspace.open(path)
+    ws = Workspace.open(path, announce=False)   # the path is printed when the database is created
     ctx.call_on_close(ws.close)
     return ws
 
@@ -275,19 +275,21 @@ def config_show(ctx: typer.Context, as_json: bool = JSON):
 
 
 @config_app.command("validate")
-def config_validate(path: Path = typer.Argument(None, help="Config file (default: found from cwd).")):
+def config_validate(path: Path = typer.Argument(None, help="Config file (default: found from cwd)."),
+                    as_json: bool = JSON):
     """Check a config file; errors name the field."""
     with _handled():
         from agentstack_lab.config import find_config_file, load_config
 
         file = path or find_config_file()
-        if file is None:
-            typer.echo("ok: no agentstack.config.json found; using defaults")
-            return
-        if not Path(file).is_file():
+        if file is not None and not Path(file).is_file():
             raise CliError(f"{file}: no such file")
-        load_config(file)
-        typer.echo(f"ok: {file}")
+        if file is not None:
+            load_config(file)
+        if as_json:
+            _print_json({"ok": True, "file": str(Path(file).resolve()) if file else None})
+        else:
+            typer.echo(f"ok: {file}" if file else "ok: no agentstack.config.json found; using defaults")
 
 
 def main() -> None:

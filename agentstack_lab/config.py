@@ -13,9 +13,10 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = ["Config", "ConfigError", "CONFIG_FILENAME", "find_config_file", "load_config", "mask_secrets"]
 
@@ -29,6 +30,17 @@ class ConfigError(ValueError):
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: Any) -> Any:
+        """``true`` is not a number here (pydantic's lax mode would read it as 1)."""
+        if isinstance(value, bool):
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = {annotation, *get_args(annotation)}
+            if int in kinds or float in kinds:
+                raise PydanticCustomError("int_type" if int in kinds else "float_type", "not a number")
+        return value
 
 
 # --- memory -------------------------------------------------------------------------------------

@@ -88,8 +88,23 @@ def test_config_show_masks_secrets_and_validate_names_field(workdir, monkeypatch
 
 
 def test_console_script_one_line_error(workdir):
-    proc = subprocess.run([sys.executable, "-c", "from agentstack_lab.cli import main; main()", "memory", "get", "x"],
-                          capture_output=True, text=True, timeout=60, cwd=workdir)
-    assert proc.returncode == 1
-    lines = [line for line in proc.stderr.splitlines() if not line.startswith("agentstack-lab: using database")]
-    assert lines == ["error: no entry 'x' in namespace 'default'"]
+    def cli(*args):
+        return subprocess.run([sys.executable, "-c", "from agentstack_lab.cli import main; main()", *args],
+                              capture_output=True, text=True, timeout=60, cwd=workdir)
+
+    first = cli("memory", "get", "x")       # creates the database: its path is shown once
+    db = workdir.resolve() / ".agentstack" / "agentstack.db"
+    assert first.returncode == 1
+    assert first.stderr.splitlines() == [f"agentstack-lab: using database {db} (new)",
+                                         "error: no entry 'x' in namespace 'default'"]
+    again = cli("memory", "get", "x")       # an existing database: the error line alone
+    assert again.returncode == 1 and again.stderr.splitlines() == ["error: no entry 'x' in namespace 'default'"]
+    assert again.stdout == ""
+
+
+def test_config_validate_json(workdir):
+    assert json.loads(ok("config", "validate", "--json")) == {"ok": True, "file": None}
+    (workdir / "agentstack.config.json").write_text('{"agents": {"max_depth": 1}}')
+    assert json.loads(ok("config", "validate", "--json"))["file"].endswith("agentstack.config.json")
+    result = run("config", "validate", "--json", str(workdir / "missing.json"))
+    assert result.exit_code == 1 and result.stderr.strip().endswith("missing.json: no such file")

@@ -22,6 +22,8 @@ def test_defaults_without_a_file(workdir):
 @pytest.mark.parametrize("data, message", [
     ({"memory": {"vector": {"dimensions": "many"}}}, "memory.vector.dimensions: expected int"),
     ({"memory": {"vector": {"dimensions": 3.5}}}, "memory.vector.dimensions: expected int"),
+    ({"memory": {"vector": {"dimensions": True}}}, "memory.vector.dimensions: expected int"),
+    ({"agents": {"timeout_s": False}}, "agents.timeout_s: expected number"),
     ({"memory": {"vectors": {}}}, "memory.vectors: unknown key"),
     ({"agents": {"executor": "docker"}}, "agents.executor: expected 'live' or 'subprocess'"),
     ({"providers": {"openai": {"timeout": "soon"}}}, "providers.openai.timeout: expected number"),

@@ -5,7 +5,7 @@ from agentstack_lab.config import Config
 from agentstack_lab.embeddings import get_embedder, list_embedders
 from agentstack_lab.embeddings.hashing import HashEmbedder
 from agentstack_lab.memory import EmbedderMismatchError, MemoryValidationError
-from agentstack_lab.memory.fts import build_fts_query, normalise_bm25
+from agentstack_lab.memory.fts import build_fts_query, relative_scores
 from agentstack_lab.memory.hybrid import rrf_fuse
 from agentstack_lab.workspace import Workspace
 
@@ -70,9 +70,13 @@ def test_fts_phrase_prefix_and_snippet(ws):
     assert fts_keys(ws, "qui*") == {"p1", "p2"}
     assert fts_keys(ws, "qui") == set()
     hit = ws.memory.search("fox", "fts")[0]
-    assert "<mark>fox</mark>" in hit.snippet and 0 < hit.score < 1 and hit.matched == {"fts"}
+    assert "<mark>fox</mark>" in hit.snippet and hit.score == 1.0 and hit.matched == {"fts"}
+    m.store("p3", "a fox, another fox and a third fox in a long sentence about many other things entirely")
+    scores = [r.score for r in ws.memory.search("fox quick", "fts")]
+    assert scores[0] == 1.0 and all(0 < s <= 1 for s in scores) and scores == sorted(scores, reverse=True)
+    assert [r.key for r in ws.memory.search("fox quick", "fts", threshold=0.99)] == ["p1"]
     assert build_fts_query('NEAR(a b) AND "x y" c*') == '"NEAR" OR "a" OR "b" OR "AND" OR "x y" OR "c"*'
-    assert normalise_bm25(0) == 0 and normalise_bm25(-3) == 0.75
+    assert relative_scores([-4.0, -2.0, -3.0]) == [1.0, 0.5, 0.5] and relative_scores([]) == []
 
 
 def test_hybrid_finds_keyword_only_and_vector_only_entries(ws):
@@ -156,6 +160,27 @@ def test_store_many_dedupes_and_upserts(ws):
     assert m.get("a").content == "four" and m.get("a").tags == ["t"] and m.get("a").version == 2
     assert [e.key for e in m.list(tag="t")] == ["a"]
     assert m.stats() == {"memory": 3, "fts": 3, "vector": 3}
+
+
+def test_bulk_store_keeps_the_insert_triggers_and_fails_whole(ws, monkeypatch):
+    m = ws.memory
+    triggers = lambda: {r[0] for r in ws.db.query(  # noqa: E731
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'memory'")}
+    before = triggers()
+    assert {"memory_ai", "memory_vlog_ai"} <= before
+    m.store_many([(f"b{i}", f"bulk giraffe {i}") for i in range(200)])     # bulk path: triggers set aside
+    assert triggers() == before and m.stats() == {"memory": 200, "fts": 200, "vector": 200}
+    ws.db.execute("INSERT INTO memory (key, id, content, content_hash, created_at, updated_at)"
+                  " VALUES ('raw', 'raw-id', 'raw zebra row', 'h', 0, 0)")   # any writer is still indexed
+    assert [r.key for r in m.search("zebra", "fts")] == ["raw"]
+
+    def broken(texts):
+        raise RuntimeError("embedder exploded")
+    monkeypatch.setattr(m.embedder, "embed", broken)
+    with pytest.raises(RuntimeError, match="exploded"):
+        m.store_many([(f"c{i}", f"never stored {i}") for i in range(200)])
+    assert triggers() == before and m.count() == 201 and m.get("c0") is None
+    assert m.stats()["fts"] == 201
 
 
 def test_embedder_mismatch_is_a_clear_error(tmp_path):

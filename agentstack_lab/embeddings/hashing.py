@@ -27,6 +27,7 @@ class HashEmbedder:
 
     name = "hash"
     model = "hash-ngram-v1"
+    in_process = True   # cheap and local: Memory.store_many may embed while it holds the write lock
 
     def __init__(self, dimensions: int = 384, *, batch_size: int = 256):
         if not isinstance(dimensions, int) or dimensions < 8:

@@ -1,4 +1,4 @@
-r"""FTS5 search over ``memory_fts``: safe query building, BM25 normalised to 0..1, snippets.
+r"""FTS5 search over ``memory_fts``: safe query building, BM25 scaled to 0..1, snippets.
 
 Any user text becomes a valid FTS5 query: it is split into words (``\w+``), each
 word is quoted (so ``AND``, ``NEAR``, ``-``, ``:``, ``^``, ``(`` lose their operator
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["build_fts_query", "fts_terms", "normalise_bm25", "fts_search", "MAX_TERMS"]
+__all__ = ["build_fts_query", "fts_terms", "relative_scores", "fts_search", "MAX_TERMS"]
 
 MAX_TERMS = 64  # FTS5 limits expression depth; a 10,000-character query keeps its first 64 distinct terms
 _PHRASE = re.compile(r'"([^"]*)"')
@@ -52,10 +52,19 @@ def _add_terms(segment: str, add) -> None:
         add(f'"{word}"' + ("*" if star else ""))
 
 
-def normalise_bm25(raw: float) -> float:
-    """Map FTS5's BM25 (negative, lower is better) to 0..1, higher is better: ``x / (1 + x)``, ``x = -raw``."""
-    x = max(0.0, -float(raw))
-    return x / (1.0 + x)
+def relative_scores(raw: list[float]) -> list[float]:
+    """FTS5 BM25 values (negative, lower is better) as 0..1 scores relative to the best hit (1.0).
+
+    Relative, because FTS5's IDF is floored near zero for a term in half the entries or more, so
+    absolute BM25 values of a small memory are all ~1e-6. Scores never increase down the list
+    (entries with every term are listed first even when an any-term hit scores higher).
+    """
+    best = max((-r for r in raw), default=0.0)
+    out, prev = [], 1.0
+    for r in raw:
+        prev = min(prev, -r / best) if best > 0 else 1.0
+        out.append(max(0.0, prev))
+    return out
 
 
 def fts_search(conn: Any, text: str, where: str, params: list[Any], limit: int) -> list[dict[str, Any]]:
@@ -79,6 +88,8 @@ def fts_search(conn: Any, text: str, where: str, params: list[Any], limit: int) 
         seen = {h["rid"] for h in hits}
         more = _ranked(conn, " OR ".join(keep), where, params, limit + len(seen))
         hits += [h for h in more if h["rid"] not in seen][:limit - len(hits)]
+    for h, score in zip(hits, relative_scores([h["raw"] for h in hits]), strict=True):
+        h["score"] = score
     return hits
 
 
@@ -90,4 +101,4 @@ def _ranked(conn: Any, expr: str, where: str, params: list[Any], limit: int) -> 
         f" WHERE memory_fts MATCH ? AND {where} ORDER BY raw LIMIT ?"
     )
     rows = conn.execute(sql, [expr, *params, limit]).fetchall()
-    return [{"rid": r[0], "score": normalise_bm25(r[1]), "snippet": r[2]} for r in rows]
+    return [{"rid": r[0], "raw": float(r[1]), "snippet": r[2]} for r in rows]

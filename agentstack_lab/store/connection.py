@@ -32,7 +32,7 @@ BUSY_TIMEOUT_MS = 30_000
 
 
 def connect(path: str | Path, *, readonly: bool = False) -> Any:
-    """Open a connection with sqlite-vec loaded, WAL, ``synchronous=NORMAL``, busy timeout and foreign keys.
+    """Open a connection with sqlite-vec loaded, WAL, ``synchronous=NORMAL``, busy timeout, foreign keys, temp_store=MEMORY.
 
     ``path`` must be a file path; an in-memory database is only made when ``":memory:"``
     is passed explicitly (tests), never as a fallback.
@@ -52,6 +52,9 @@ def connect(path: str | Path, *, readonly: bool = False) -> Any:
         _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
+    # statement journals (one per executed statement that fires triggers, e.g. every row of an
+    # executemany into ``memory``) and temp b-trees stay in RAM: ~10 µs less per inserted entry
+    conn.execute("PRAGMA temp_store = MEMORY")
     return conn
 
 

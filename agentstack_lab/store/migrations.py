@@ -271,3 +271,24 @@ def foundation_memory_bulk(conn: Any) -> None:
     conn.execute("DROP TRIGGER memory_vlog_ai")
     conn.execute("""CREATE TRIGGER memory_vlog_ai AFTER INSERT ON memory WHEN NOT EXISTS (SELECT 1 FROM memory_bulk)
         BEGIN INSERT INTO memory_vec_log (rid) VALUES (NEW.rid); END""")
+
+
+@migration
+def foundation_memory_lean_inserts(conn: Any) -> None:
+    """Cheaper inserts into ``memory``: one index fewer and plain per-row insert triggers.
+
+    ``idx_memory_agent`` goes: agent filters always come with a namespace or the ``updated_at``
+    order, which have their own indexes. ``Memory.store_many`` now sets the insert triggers aside by
+    dropping and re-creating them inside its transaction (see ``memory/api.py``), so the
+    ``memory_bulk`` switch and the ``WHEN`` clause it needed are removed.
+    """
+    conn.execute("DROP INDEX IF EXISTS idx_memory_agent")
+    conn.execute("DROP TRIGGER memory_ai")
+    conn.execute("""
+        CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
+            INSERT INTO memory_fts(rowid, key, content) VALUES (NEW.rid, NEW.key, NEW.content);
+        END""")
+    conn.execute("DROP TRIGGER memory_vlog_ai")
+    conn.execute("""CREATE TRIGGER memory_vlog_ai AFTER INSERT ON memory BEGIN
+            INSERT INTO memory_vec_log (rid) VALUES (NEW.rid); END""")
+    conn.execute("DROP TABLE memory_bulk")
