@@ -96,12 +96,13 @@ def _print_json(data: Any) -> None:
 def _table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title, show_lines=False)
     for col in columns:
         table.add_column(col, overflow="fold")
     for row in rows:
-        table.add_row(*["" if v is None else str(v) for v in row])
+        table.add_row(*["" if v is None else v if isinstance(v, Text) else str(v) for v in row])
     Console().print(table)
 
 
@@ -178,8 +179,20 @@ def memory_search(ctx: typer.Context, query: str,
             _print_json([r.to_dict() for r in results])
             return
         _table(f"{len(results)} result(s) for {query!r} ({mode})", ["#", "score", "key", "namespace", "matched", "snippet"],
-               [[i, f"{r.score:.3f}", r.key, r.namespace, "+".join(sorted(r.matched)), r.snippet]
+               [[i, f"{r.score:.3f}", r.key, r.namespace, "+".join(sorted(r.matched)), _marked(r.snippet)]
                 for i, r in enumerate(results, 1)])
+
+
+def _marked(snippet: str) -> Any:
+    """A search snippet (HTML with ``<mark>``) as rich text with the matches highlighted."""
+    import html
+
+    from rich.text import Text
+
+    text = Text()
+    for i, part in enumerate(snippet.replace("</mark>", "<mark>").split("<mark>")):
+        text.append(html.unescape(part), style="bold reverse" if i % 2 else "")
+    return text
 
 
 @memory_app.command("list")

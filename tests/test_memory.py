@@ -76,6 +76,8 @@ def test_fts_phrase_prefix_and_snippet(ws):
     assert scores[0] == 1.0 and all(0 < s <= 1 for s in scores) and scores == sorted(scores, reverse=True)
     assert [r.key for r in ws.memory.search("fox quick", "fts", threshold=0.99)] == ["p1"]
     assert build_fts_query('NEAR(a b) AND "x y" c*') == '"NEAR" OR "a" OR "b" OR "AND" OR "x y" OR "c"*'
+    m.store("p4", "<b>fox</b> & co")
+    assert ws.memory.search("co", "fts")[0].snippet == "&lt;b&gt;fox&lt;/b&gt; &amp; <mark>co</mark>"
     assert relative_scores([-4.0, -2.0, -3.0]) == [1.0, 0.5, 0.5] and relative_scores([]) == []
 
 

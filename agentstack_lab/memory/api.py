@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import html
 import json
 import secrets
 import threading
@@ -71,7 +72,7 @@ class Entry:
 
 @dataclass(frozen=True)
 class SearchResult:
-    """A search hit: ``score`` in 0..1, ``snippet`` with ``<mark>`` around FTS matches, ``matched`` indexes."""
+    """A search hit: ``score`` in 0..1, ``matched`` indexes, ``snippet`` as HTML (FTS matches in ``<mark>``)."""
 
     key: str
     namespace: str
@@ -571,5 +572,6 @@ class Memory:
 
 
 def _excerpt(text: str, size: int = 160) -> str:
+    """The start of an entry, HTML-escaped like FTS snippets (for hits found by vector only)."""
     text = " ".join(text.split())
-    return text if len(text) <= size else text[:size].rsplit(" ", 1)[0] + "…"
+    return html.escape(text if len(text) <= size else text[:size].rsplit(" ", 1)[0] + "…")

@@ -9,10 +9,11 @@ natural-language question still finds entries (see :func:`fts_search`).
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
-__all__ = ["build_fts_query", "fts_terms", "relative_scores", "fts_search", "MAX_TERMS"]
+__all__ = ["build_fts_query", "fts_terms", "relative_scores", "fts_search", "mark_snippet", "MAX_TERMS"]
 
 MAX_TERMS = 64  # FTS5 limits expression depth; a 10,000-character query keeps its first 64 distinct terms
 _PHRASE = re.compile(r'"([^"]*)"')
@@ -96,9 +97,14 @@ def fts_search(conn: Any, text: str, where: str, params: list[Any], limit: int) 
 def _ranked(conn: Any, expr: str, where: str, params: list[Any], limit: int) -> list[dict[str, Any]]:
     sql = (
         "SELECT m.rid, bm25(memory_fts, 2.0, 1.0) AS raw,"
-        " snippet(memory_fts, 1, '<mark>', '</mark>', '…', 24) AS snip"
+        " snippet(memory_fts, 1, char(2), char(3), '…', 24) AS snip"
         " FROM memory_fts JOIN memory m ON m.rid = memory_fts.rowid"
         f" WHERE memory_fts MATCH ? AND {where} ORDER BY raw LIMIT ?"
     )
     rows = conn.execute(sql, [expr, *params, limit]).fetchall()
-    return [{"rid": r[0], "raw": float(r[1]), "snippet": r[2]} for r in rows]
+    return [{"rid": r[0], "raw": float(r[1]), "snippet": mark_snippet(r[2])} for r in rows]
+
+
+def mark_snippet(text: str | None) -> str:
+    r"""An HTML fragment: the text escaped, the matches (``\x02``…``\x03`` from FTS5) in ``<mark>``."""
+    return html.escape(text or "").replace("\x02", "<mark>").replace("\x03", "</mark>")
