@@ -248,3 +248,15 @@ def test_kernel_that_cannot_start_is_an_error_quoting_what_it_wrote(workdir):
                env={"JUPYTER_PATH": str(workdir / "jp")})
     assert proc.returncode == 2 and "kernel died before replying" in proc.stderr, proc.stderr
     assert "boom: no kernel here" in proc.stderr and (workdir / "n-out.ipynb").exists()
+
+
+def test_readme_phase_api_example_runs_in_a_notebook(workdir):
+    """The README's ``Workflow`` example, as one notebook cell: no CHANGELOG.md → a finding and FAIL (exit 1)."""
+    text = (REPO / "agentstack_lab" / "workflows" / "README.md").read_text()
+    (example,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    nb = _write(workdir / "example.ipynb", [example])
+    proc = cli("run", str(nb), "--report", "example.json", cwd=workdir)
+    assert proc.returncode == 1, proc.stderr
+    report = validate_report(json.loads((workdir / "example.json").read_text()))
+    assert report["workflow"] == "my_check" and report["iterations"] == 3 and report["verdict"] == "FAIL"
+    assert {f["claim"] for p in report["phases"] for f in p["findings"]} == {"a changelog exists"}
