@@ -69,8 +69,11 @@ def test_readme_shell_examples_run(workdir):
     for body in configs:
         json.loads(body)  # the documented config is valid JSON
         (workdir / "agentstack.config.json").write_text(body)
-    shutil.copytree(ROOT / "notebooks", workdir / "notebooks",
-                    ignore=shutil.ignore_patterns("*.executed.ipynb"))
+    for nb in (ROOT / "notebooks").rglob("*.ipynb"):
+        if not nb.name.endswith(".executed.ipynb"):
+            target = workdir / nb.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(nb, target)
     env = dict(os.environ, WORKDIR=str(workdir), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
                PYTHONWARNINGS="ignore")
     subprocess.run(["git", "init", "-q"], cwd=workdir, check=True)
