@@ -321,11 +321,9 @@ class Memory:
                 vectors = pending.result()
             vectors.update(self._embed([it for it in items if id(it) not in vectors and stale(it, existing)]))
             if new:
-                meta: dict[tuple[str, str | None], tuple[str, str, str]] = {}
+                meta = {k: vec_metadata(*k) for k in {(it.namespace, it.agent_id) for it in new}}
                 self.index.add_block(conn, first, np.stack([vectors[id(it)] for it in new]),
-                                     [meta.get((it.namespace, it.agent_id)) or meta.setdefault(
-                                         (it.namespace, it.agent_id), vec_metadata(it.namespace, it.agent_id))
-                                      for it in new])
+                                     [meta[(it.namespace, it.agent_id)] for it in new])
             tag_rows = [(first + i, t) for i, it in enumerate(new) for t in (it.tags or [])]
             tag_rows += self._update_rows(conn, old, existing, vectors, now)
             if tag_rows:
