@@ -76,7 +76,8 @@ def _ws(ctx: typer.Context):
 
     root = ctx.find_root()
     path = (root.obj or {}).get("workspace") if root.obj else None
-    ws = Workspace.open(path, announce=False)   # the path is printed when the database is created
+    ws = Workspace.open(path, announce=False)
+    ws.announce = not ws.db_path.exists()   # the path is printed when a command creates the database
     ctx.call_on_close(ws.close)
     return ws
 

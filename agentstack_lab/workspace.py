@@ -4,8 +4,8 @@
 directory, or ``$AGENTSTACK_CONFIG``) and puts the database at
 ``.agentstack/agentstack.db`` next to it (or under the working directory when there
 is no file). The database is opened on first use, and its absolute path is printed
-to stderr the first time this process opens it (``announce=False`` keeps quiet, except
-when the file is being created). It is never an in-memory database.
+to stderr the first time this process opens it (``announce=False`` keeps quiet), with
+"(new)" when the file is being created. It is never an in-memory database.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Workspace:
                     existed = Path(self.db_path).is_file()
                     self._db = Database(self.db_path)
                     key = str(self.db_path)
-                    if not existed or (self.announce and key not in Workspace._announced):
+                    if self.announce and key not in Workspace._announced:
                         Workspace._announced.add(key)
                         print(f"agentstack-lab: using database {key}{'' if existed else ' (new)'}", file=sys.stderr)
         return self._db
