@@ -9,6 +9,7 @@ the final agent tree as text, the answer and the memory search.
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,15 +34,22 @@ def run_quickstart(notebook: Path = NOTEBOOK, output: Path | None = None, timeou
     """Execute ``notebook`` headless; returns the executed notebook (also written to ``output``)."""
     import nbformat
     from nbclient import NotebookClient
+    from traitlets.config import Config
 
     output = output or notebook.with_name(notebook.stem + ".executed.ipynb")
     nb = nbformat.read(notebook, as_version=4)
-    client = NotebookClient(nb, kernel_name="python3", timeout=timeout, store_widget_state=True,
+    sockets = tempfile.TemporaryDirectory(prefix="agentstack-kernel-")
+    config = Config()
+    # A local kernel over Unix sockets: no TCP ports, and none of the kernel's "TCP without encryption" warning.
+    config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = str(Path(sockets.name) / "kernel")  # absolute: the kernel runs in another folder
+    client = NotebookClient(nb, kernel_name="python3", timeout=timeout, store_widget_state=True, config=config,
                             resources={"metadata": {"path": str(notebook.parent)}})
     try:
         client.execute()
     finally:
         nbformat.write(nb, output)
+        sockets.cleanup()
     return nb
 
 

@@ -43,14 +43,28 @@ def with_class(models: dict[str, dict[str, Any]], cls: str) -> list[tuple[str, d
 
 
 def node_summary(models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One dict per agent node box: status class, title, content, result (HTML values)."""
+    """One dict per agent node box: status class, title, content, result (HTML values), children count."""
+
+    def kids(state: dict[str, Any]) -> list[dict[str, Any]]:
+        return [models[c.removeprefix("IPY_MODEL_")] for c in state.get("children") or []]
+
+    def find(state: dict[str, Any], cls: str) -> dict[str, Any] | None:
+        """The first descendant with ``cls``, not looking inside nested agent nodes."""
+        for kid in kids(state):
+            classes = kid.get("_dom_classes") or []
+            if cls in classes:
+                return kid
+            if "agentstack-node" not in classes and (hit := find(kid, cls)) is not None:
+                return hit
+        return None
+
     out = []
     for _mid, box in with_class(models, "agentstack-node"):
-        header_id, body_id = (c.removeprefix("IPY_MODEL_") for c in box["children"])
-        header = [models[c.removeprefix("IPY_MODEL_")] for c in models[header_id]["children"]]
-        body = [models[c.removeprefix("IPY_MODEL_")] for c in models[body_id]["children"]]
         status = next(c.removeprefix("agentstack-status-") for c in box["_dom_classes"]
                       if c.startswith("agentstack-status-"))
-        out.append({"status": status, "title": header[2]["value"], "content": body[0]["value"],
-                    "result": body[3]["value"], "children": len(body[5]["children"])})
+        header, body = kids(box)
+        out.append({"status": status, "title": kids(header)[2]["value"],
+                    "content": find(box, "agentstack-content")["value"],
+                    "result": find(box, "agentstack-result")["value"],
+                    "children": len(kids(kids(body)[-1]))})
     return out

@@ -114,8 +114,20 @@ def test_background_run_is_answered_and_approved_over_comms(workdir):
         results = [fe.models[m]["value"] for m in fe.find("agentstack-result")]
         final = next(v for v in results if "Final answer" in v)
         assert "<strong>2024</strong>" in final and "<script" not in final and "onerror" not in final
-        tools = [s for s in fe.models.values() if s.get("_model_name") == "AccordionModel" and s.get("titles")]
-        assert tools and tools[0]["titles"] == ["python ✓"]
+        tools = [fe.models[m] for m in fe.find("agentstack-tools") if fe.models[m].get("titles")]
+        assert [t["titles"] for t in tools] == [["python ✓"]]
+
+        # A second run waits for approval; its Stop button ends it (and nothing it asked to run ran).
+        fe.execute("del answer_year\nrun2 = %agent --provider @asking --no-subagents Again?\nrun2")
+        assert fe.pump(lambda: len(fe.find("agentstack-approve")) == 2, timeout=20), "no second approval"
+        stop = fe.find("agentstack-stop")[-1]
+        assert fe.models[stop]["layout"] and "Stop" == fe.models[stop]["description"]
+        fe.click(stop)
+        _, out = fe.execute("try:\n    await run2\nexcept Exception as exc:\n    print(type(exc).__name__)\n"
+                            "print(run2.status, 'answer_year' in globals())")
+        assert _text(out).split()[-2:] == ["stopped", "False"]
+        assert fe.pump(lambda: any("agentstack-status-stopped" in (s.get("_dom_classes") or [])
+                                   for s in fe.models.values()), timeout=10)
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

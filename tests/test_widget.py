@@ -91,7 +91,8 @@ def test_tree_structure_status_and_content(sent):
     assert "&lt;b&gt;sales" in views["root"].title.value  # prompts are escaped, not rendered
     assert views["b"].tools.titles == ("python ✗",)
     assert "Final answer" in views["root"].result.value and "Sales are up." in views["root"].result.value
-    assert views["root"].stop.disabled
+    assert views["root"].stop.layout.display == "none"  # finished: nothing to stop
+    assert views["root"].work.selected_index is None  # streamed text folded once the result is in
     text = tree.to_text()
     assert text.splitlines()[0].startswith("✓ researcher [completed]")
     assert "✗ coder [failed]" in text and "error: NameError: df" in text
@@ -190,3 +191,56 @@ def test_mimebundle_has_text_fallbacks(sent):
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/plain"].startswith("✓ researcher [completed] q")
     assert "````text\nA ```fenced``` answer <script>\n````" in bundle["text/markdown"]
+
+
+def test_header_usage_elapsed_toggle_and_stop(sent):
+    clock = Clock()
+    stops = []
+    tree = AgentTree(clock=clock, stopper=stops.append)
+    tree.apply(state("root", "running", type="researcher", prompt="q", usage={"input_tokens": 12, "output_tokens": 5}))
+    view = tree._views["root"]
+    clock.t += 2.5
+    tree.apply(ToolCall(agent_id="root", tool="python", input={"code": "x = 1\nprint(x)"}))
+    assert "in 12 · out 5 tok" in view.meta.value and "2.5 s" in view.meta.value
+    assert view.stop.layout.display is None  # working: Stop is shown
+    view.stop.click()
+    assert stops == ["root"]
+    view.toggle.click()
+    assert view.body.layout.display == "none" and view.toggle.description == "▸"
+    view.toggle.click()
+    assert view.body.layout.display is None
+    tree.apply(ToolResult(agent_id="root", tool="python", output={"stdout": "1\n", "text": "stdout:\n1", "error": None}))
+    body = view.tools.children[0].value
+    assert "x = 1\nprint(x)" in body and "stdout:\n1" in body  # code shown as code, output as the model saw it
+    assert view.tools.titles == ("python ✓",)
+    tree.apply(state("child", "running", "root"))
+    clock.t += 0.032
+    tree.apply(AgentCompleted(agent_id="child", result="ok"))
+    assert "32 ms" in tree._views["child"].meta.value and "✓ agent [completed]   (32 ms)" in tree.to_text()
+
+
+@pytest.mark.parametrize("kind, label", [("blocking", "Before it starts"), ("final", "One more question")])
+def test_blocking_and_final_questions_get_an_answer_box(sent, kind, label):
+    answers = []
+    tree = AgentTree(responder=lambda *a: answers.append(a)).extend([
+        state("root", "waiting_user"),
+        UserQuery(agent_id="root", query_id="q", kind=kind, prompt="Which **region**?",
+                  options={"choices": ["North", "South"]}),
+    ])
+    heading, box, row = tree._views["root"].query.children
+    assert label in heading.value and "<strong>region</strong>" in heading.value
+    send, north, south = row.children
+    assert (north.description, south.description) == ("North", "South")
+    south.click()
+    assert answers == [("root", "q", "South")]
+
+
+def test_reject_sends_false(sent):
+    answers = []
+    tree = AgentTree(responder=lambda *a: answers.append(a)).extend([
+        state("root", "waiting_user"),
+        UserQuery(agent_id="root", query_id="q", kind="approval", prompt="Run?", options={"code": "rm()"}),
+    ])
+    _heading, _editor, row = tree._views["root"].query.children
+    row.children[1].click()
+    assert answers == [("root", "q", False)]

@@ -23,12 +23,18 @@ from agentstack_lab.events import (
     UserQuery,
 )
 
-__all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "STATUS_ICONS"]
+__all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "format_elapsed",
+           "STATUS_ICONS"]
 
 TERMINAL = frozenset({"completed", "failed", "stopped"})
 STATUS_ICONS = {
     "pending": "○", "running": "◐", "waiting_user": "?", "completed": "✓", "failed": "✗", "stopped": "■",
 }
+
+
+def format_elapsed(seconds: float) -> str:
+    """``"32 ms"`` under a second, ``"4.2 s"`` above."""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
 def excerpt(text: str | None, limit: int = 80) -> str:
@@ -213,7 +219,7 @@ class TreeState:
 def _usage_text(node: dict[str, Any]) -> str:
     usage = node.get("usage") or {}
     parts = []
-    if usage:
+    if usage.get("input_tokens") or usage.get("output_tokens"):
         parts.append(f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens")
     elapsed = node.get("elapsed")
     if elapsed is None and node.get("startedAt") and node.get("endedAt"):
@@ -222,7 +228,7 @@ def _usage_text(node: dict[str, Any]) -> str:
         except (TypeError, ValueError):
             elapsed = None
     if elapsed is not None:
-        parts.append(f"{elapsed:.1f}s")
+        parts.append(format_elapsed(elapsed))
     return ", ".join(parts)
 
 

@@ -1,8 +1,8 @@
 """AgentTree: the live ipywidgets view of a run (standard widgets only).
 
 One collapsible node per agent, nested under its parent: status colour and label, title (type and
-prompt excerpt), usage and elapsed time, a Stop button, the streamed text as sanitised Markdown,
-tool calls folded in an accordion, an answer box for questions, Approve / Reject / Edit for code,
+prompt excerpt), usage and elapsed time, a Stop button while it works, the streamed text as
+sanitised Markdown (folded once the result is in), tool calls folded in an accordion, an answer box for questions, Approve / Reject / Edit for code,
 and the final answer highlighted.
 
 Updates are coalesced: text deltas only mark a node dirty, and dirty nodes are redrawn at most
@@ -33,6 +33,7 @@ from agentstack_lab.notebook.tree import (
     NodeState,
     TreeState,
     excerpt,
+    format_elapsed,
     tree_to_markdown,
     tree_to_text,
 )
@@ -48,6 +49,8 @@ STATUS_COLOURS = {
     "completed": "#2e7d32", "failed": "#c62828", "stopped": "#6d4c41",
 }
 STATUS_LABELS = {"waiting_user": "waiting for you"}
+QUERY_LABELS = {"clarification": "The agent asks:", "blocking": "Before it starts, the agent needs to know:",
+                "final": "One more question:", "approval": "The agent wants to run this code:"}
 
 Responder = Callable[[str, str, Any], None]
 Stopper = Callable[[str], None]
@@ -72,7 +75,40 @@ def _plain(value: Any) -> str:
             text = json.dumps(value, indent=2, default=str, ensure_ascii=False)
         except (TypeError, ValueError):
             text = repr(value)
-    return text if len(text) <= MAX_TOOL_TEXT else text[:MAX_TOOL_TEXT] + f"\n… [{len(text) - MAX_TOOL_TEXT} more]"
+    return text
+
+
+def _close(widgets: Iterable[W.Widget]) -> None:
+    """Close widgets (and their children) that left the view, so their comms do not pile up."""
+    for widget in widgets:
+        _close(getattr(widget, "children", ()) or ())
+        widget.close()
+
+
+def _markdown(text: str) -> str:
+    """Untrusted Markdown as sanitised HTML, with the line height of prose (widgets use a taller one)."""
+    return f'<div style="line-height:1.45">{markdown_to_html(text)}</div>'
+
+
+def _tool_input(value: Any) -> str:
+    """A tool's input: the code itself for code tools, JSON otherwise."""
+    if isinstance(value, dict) and set(value) == {"code"} and isinstance(value["code"], str):
+        return value["code"]
+    return _plain(value)
+
+
+def _tool_output(value: Any) -> str:
+    """A tool's output: the text the model was given when there is one, else the non-empty fields."""
+    if isinstance(value, dict):
+        if isinstance(value.get("text"), str):
+            return value["text"]
+        value = {k: v for k, v in value.items() if not (v is None or (isinstance(v, (str, list, dict)) and not v))}
+    return _plain(value)
+
+
+def _pre(text: str) -> str:
+    text = text if len(text) <= MAX_TOOL_TEXT else text[:MAX_TOOL_TEXT] + f"\n… [{len(text) - MAX_TOOL_TEXT} more]"
+    return f'<pre style="white-space:pre-wrap;margin:2px 0 6px">{escape(text)}</pre>'
 
 
 class _NodeView:
@@ -90,7 +126,12 @@ class _NodeView:
         self.stop.add_class("agentstack-stop")
         self.content = W.HTML()
         self.content.add_class("agentstack-content")
+        # The streamed text is open while the agent works and folded once its result is shown.
+        self.work = W.Accordion(children=(self.content,), titles=("streamed text",), selected_index=0)
+        self.work.add_class("agentstack-work")
         self.tools = W.Accordion(children=(), selected_index=None)
+        for widget, cls in ((self.toggle, "toggle"), (self.meta, "meta"), (self.tools, "tools")):
+            widget.add_class(f"agentstack-{cls}")
         self.query = W.VBox()
         self.query.add_class("agentstack-query")
         self.result = W.HTML()
@@ -98,13 +139,13 @@ class _NodeView:
         self.error = W.HTML()
         self.error.add_class("agentstack-error")
         self.children = W.VBox(layout=W.Layout(margin="0 0 0 1.4em"))
-        self.body = W.VBox([self.content, self.tools, self.query, self.result, self.error, self.children])
+        self.body = W.VBox([self.work, self.tools, self.query, self.result, self.error, self.children])
         header = W.HBox([self.toggle, self.status, self.title, self.meta, self.stop],
                         layout=W.Layout(align_items="center"))
         self.box = W.VBox([header, self.body], layout=W.Layout(border_left="3px solid #9e9e9e", padding="0 0 0 6px",
                                                               margin="2px 0"))
         self.box.add_class("agentstack-node")
-        for w in (self.tools, self.query, self.result, self.error, self.content):
+        for w in (self.tools, self.query, self.result, self.error, self.work):
             _hidden(w, True)
         self.toggle.on_click(self._on_toggle)
         self.stop.on_click(lambda _b: tree.stop(self.id))
@@ -112,6 +153,7 @@ class _NodeView:
         self._content_src: str | None = None
         self._tools_sig: tuple = ()
         self._status = ""
+        self._folded = False
 
     def _on_toggle(self, _button: W.Button) -> None:
         collapsed = self.body.layout.display == "none"
@@ -130,26 +172,29 @@ class _NodeView:
                 if cls.startswith("agentstack-status-"):
                     self.box.remove_class(cls)
             self.box.add_class(f"agentstack-status-{node.status}")
-            _set(self.stop, "disabled", node.status in TERMINAL)
+            _hidden(self.stop, node.status in TERMINAL)  # a finished agent has nothing to stop
         _set(self.title, "value", f"<b>{escape(node.type)}</b> · {escape(excerpt(node.prompt, 90))}")
         parts = []
         if node.usage:
             parts.append(f"in {node.usage.get('input_tokens', 0)} · out {node.usage.get('output_tokens', 0)} tok")
         elapsed = node.elapsed(now)
         if elapsed is not None:
-            parts.append(f"{elapsed:.1f} s")
+            parts.append(format_elapsed(elapsed))
         _set(self.meta, "value", f'<span style="color:#757575;font-size:85%">{" · ".join(parts)}</span>')
         if node.content != self._content_src:
             self._content_src = node.content
-            self.content.value = markdown_to_html(node.content)
-            _hidden(self.content, not node.content)
+            self.content.value = _markdown(node.content)
+            _hidden(self.work, not node.content)
+        if node.result is not None and not self._folded:
+            self._folded = True
+            self.work.selected_index = None
         self._update_tools(node)
         self._update_query(node)
         if node.result is not None:
             colour = "#2e7d32"
             _set(self.result, "value",
                  f'<div style="border-left:4px solid {colour};background:#f1f8e9;padding:4px 8px">'
-                 f"<b>{'Final answer' if node.parent_id is None else 'Result'}</b>{markdown_to_html(node.result)}</div>")
+                 f"<b>{'Final answer' if node.parent_id is None else 'Result'}</b>{_markdown(node.result)}</div>")
         _hidden(self.result, node.result is None)
         if node.error:
             _set(self.error, "value", f'<div style="color:#c62828"><b>{escape(node.status)}:</b> '
@@ -163,13 +208,15 @@ class _NodeView:
         old = list(self.tools.children)
         kids = []
         for i, call in enumerate(node.tools):
-            html = (f"<b>input</b><pre>{escape(_plain(call.input))}</pre>"
-                    + (f"<b>{'error' if call.error else 'output'}</b><pre>{escape(_plain(call.error or call.output))}</pre>"
+            html = (f"<b>input</b>{_pre(_tool_input(call.input))}"
+                    + (f"<b>{'error' if call.error else 'output'}</b>{_pre(call.error or _tool_output(call.output))}"
                        if call.done else "<i>running…</i>"))
-            if i < len(old) and i < len(self._tools_sig) and self._tools_sig[i] == sig[i]:
-                kids.append(old[i])
-            else:
+            if i >= len(old):
                 kids.append(W.HTML(html))
+                continue
+            if i >= len(self._tools_sig) or self._tools_sig[i] != sig[i]:
+                old[i].value = html  # a call that just returned: its panel is redrawn in place
+            kids.append(old[i])
         self._tools_sig = sig
         self.tools.children = tuple(kids)
         self.tools.titles = tuple(
@@ -182,11 +229,13 @@ class _NodeView:
         if qid == self._query_id:
             return
         self._query_id = qid
+        _close(self.query.children)  # an answered question's widgets are gone for good
         if query is None:
             self.query.children = ()
             _hidden(self.query, True)
             return
-        heading = W.HTML(f"<b>{escape(query.kind)}</b>" + markdown_to_html(query.prompt))
+        label = QUERY_LABELS.get(query.kind, query.kind)
+        heading = W.HTML(f"<b>{escape(label)}</b>" + _markdown(query.prompt))
         if query.kind == "approval":
             code = str(query.options.get("code") or query.prompt)
             editor = W.Textarea(value=code, disabled=True, layout=W.Layout(width="100%", height="8em"))
