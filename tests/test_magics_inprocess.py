@@ -65,3 +65,13 @@ def test_usage_errors_and_unload(shell):
 def test_help_syntax_does_not_swallow_questions(shell):
     code = shell.transform_cell("%agent how are sales trending in df?")
     assert code == "get_ipython().run_line_magic('agent', 'how are sales trending in df?')\n"
+
+
+def test_session_by_name_is_started_once_and_reused(shell, capsys):
+    first = shell.run_line_magic("agent", "--session analysis --auto-approve --no-subagents --max-depth 0 hi")
+    assert "started session 'analysis'" in capsys.readouterr().out
+    second = shell.run_line_magic("agent", "--session analysis --auto-approve --no-subagents --max-depth 0 again")
+    assert "started session" not in capsys.readouterr().out
+    assert first.session_id == second.session_id
+    third = shell.run_line_magic("agent", f"--session {first.session_id} --auto-approve --no-subagents --max-depth 0 x")
+    assert third.session_id == first.session_id

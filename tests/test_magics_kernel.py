@@ -137,6 +137,7 @@ def test_memory_magics(executed):
     assert "long-note" in got and "Line one about churn." in got
     search = _text(executed["mem-search"])
     assert "0  note" in search and "\n1 " not in search and "weather" not in search  # fts: the keyword match only
+    assert "Quarterly **revenue** rose" in search and "<mark>" not in search  # snippet: plain text, match marked
     assert "long-note" in _text(executed["mem-search-question"])  # a trailing '?' is part of the query
     (line,) = _one_line_error(executed["mem-missing"])
     assert line == "%memory: no entry 'nope' in namespace 'default'"

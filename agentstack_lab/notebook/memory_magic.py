@@ -1,12 +1,14 @@
 """``%memory store|get|search|list|delete``: the workspace memory from a cell.
 
-Reads return pandas DataFrames (pandas is imported on first use); writes print one line; every
-error is one line naming what was wrong.
+Reads return pandas DataFrames (pandas is imported on first use; search snippets are plain text
+with the matched words in ``**``); writes print one line; every error is one line naming what
+was wrong.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import html
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -44,6 +46,11 @@ def _record(obj: Any) -> dict[str, Any]:
         elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             data[key] = ",".join(value)
     return data
+
+
+def _plain_snippet(snippet: str) -> str:
+    """A search snippet (escaped HTML with ``<mark>`` around matches) as text with the matches in ``**``."""
+    return html.unescape(snippet.replace("<mark>", "**").replace("</mark>", "**"))
 
 
 def _frame(records: list[dict[str, Any]], preferred: list[str]) -> Any:
@@ -84,7 +91,11 @@ def run_memory(memory: Any, args: MemoryArgs) -> Any:
         return _frame([_record(e) for e in memory.list(**kwargs)], ENTRY_COLUMNS)
     results = memory.search(args.query, mode=args.mode, namespace=args.namespace, agent_id=args.agent,
                             limit=args.limit, threshold=args.threshold)
-    return _frame([_record(r) for r in results], SEARCH_COLUMNS)
+    records = [_record(r) for r in results]
+    for record in records:
+        if isinstance(record.get("snippet"), str):
+            record["snippet"] = _plain_snippet(record["snippet"])
+    return _frame(records, SEARCH_COLUMNS)
 
 
 def run_memory_line(magics: Any, line: str, cell: str | None = None) -> Any:
