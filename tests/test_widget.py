@@ -244,3 +244,29 @@ def test_reject_sends_false(sent):
     _heading, _editor, row = tree._views["root"].query.children
     row.children[1].click()
     assert answers == [("root", "q", False)]
+
+
+class FakeRun:
+    def __init__(self, events):
+        self.events = events
+
+    def subscribe(self, callback, replay=True):
+        for event in self.events:
+            callback(event)
+        return lambda: None
+
+
+async def test_elapsed_time_ticks_while_agents_work(sent, monkeypatch):
+    from agentstack_lab.notebook import widget
+
+    monkeypatch.setattr(widget, "TICK", 0.05)
+    clock = Clock()
+    tree = AgentTree(FakeRun([state("root", "running", prompt="q"), state("done", "completed", "root")]), clock=clock)
+    meta = tree._views["root"].meta
+    assert "0 ms" in meta.value
+    clock.t += 3.0
+    await asyncio.sleep(0.2)
+    assert "3.0 s" in meta.value  # redrawn without any new event
+    tree.apply(AgentCompleted(agent_id="root", result="ok"))
+    await asyncio.sleep(0.1)
+    assert tree._ticker is None  # nothing works any more: the ticking stops

@@ -9,7 +9,8 @@ Updates are coalesced: text deltas only mark a node dirty, and dirty nodes are r
 once per ``interval`` (0.25 s, so at most 4 redraws a second for the whole tree; a redraw sends
 at most two comm messages per dirty node, its content and its meta line). Other events (status
 changes, questions, tool calls, results) redraw at once. 10,000 deltas arriving over T seconds
-therefore cost at most ``2 * (1 + T / interval)`` content messages, whatever their count.
+therefore cost at most ``2 * (1 + T / interval)`` content messages, whatever their count. While a
+tree follows a run, each working agent's elapsed time is also redrawn once a second (one message).
 
 A front end answers by clicking the buttons or by a custom message to the tree widget:
 ``{"action": "respond", "agentId": ..., "queryId": ..., "response": ...}`` or
@@ -43,6 +44,7 @@ __all__ = ["AgentTree", "STATUS_COLOURS", "DEFAULT_INTERVAL"]
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 0.25
+TICK = 1.0
 MAX_TOOL_TEXT = 4000
 STATUS_COLOURS = {
     "pending": "#9e9e9e", "running": "#1976d2", "waiting_user": "#f9a825",
@@ -174,13 +176,7 @@ class _NodeView:
             self.box.add_class(f"agentstack-status-{node.status}")
             _hidden(self.stop, node.status in TERMINAL)  # a finished agent has nothing to stop
         _set(self.title, "value", f"<b>{escape(node.type)}</b> · {escape(excerpt(node.prompt, 90))}")
-        parts = []
-        if node.usage:
-            parts.append(f"in {node.usage.get('input_tokens', 0)} · out {node.usage.get('output_tokens', 0)} tok")
-        elapsed = node.elapsed(now)
-        if elapsed is not None:
-            parts.append(format_elapsed(elapsed))
-        _set(self.meta, "value", f'<span style="color:#757575;font-size:85%">{" · ".join(parts)}</span>')
+        self.update_meta(node, now)
         if node.content != self._content_src:
             self._content_src = node.content
             self.content.value = _markdown(node.content)
@@ -200,6 +196,16 @@ class _NodeView:
             _set(self.error, "value", f'<div style="color:#c62828"><b>{escape(node.status)}:</b> '
                                       f"{escape(node.error)}</div>")
         _hidden(self.error, not node.error)
+
+    def update_meta(self, node: NodeState, now: float) -> None:
+        """The usage and elapsed-time line."""
+        parts = []
+        if node.usage:
+            parts.append(f"in {node.usage.get('input_tokens', 0)} · out {node.usage.get('output_tokens', 0)} tok")
+        elapsed = node.elapsed(now)
+        if elapsed is not None:
+            parts.append(format_elapsed(elapsed))
+        _set(self.meta, "value", f'<span style="color:#757575;font-size:85%">{" · ".join(parts)}</span>')
 
     def _update_tools(self, node: NodeState) -> None:
         sig = tuple((t.tool, t.done, t.error is None) for t in node.tools)
@@ -290,6 +296,7 @@ class AgentTree(W.VBox):
         self._dirty: set[str] = set()
         self._last_flush = float("-inf")
         self._timer: asyncio.TimerHandle | None = None
+        self._ticker: asyncio.TimerHandle | None = None
         self._responder = responder
         self._stopper = stopper
         self._unsubscribe: Callable[[], None] | None = None
@@ -310,12 +317,16 @@ class AgentTree(W.VBox):
             self._stopper = lambda a: run.stop(a)
         self._unsubscribe = run.subscribe(self._on_event, replay=True)
         self.flush()
+        self._arm_ticker()
         return self
 
     def detach(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
 
     def _on_event(self, event: Any) -> None:
         try:
@@ -372,6 +383,29 @@ class AgentTree(W.VBox):
         dirty, self._dirty = self._dirty, set()
         for node_id in self._ordered(dirty):
             self._view(node_id).update(self.state.nodes[node_id], now)
+        self._arm_ticker()
+
+    def _arm_ticker(self) -> None:
+        """While agents work, their elapsed time is redrawn once a ``TICK`` (one meta message each)."""
+        if self._ticker is not None or self._unsubscribe is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._ticker = loop.call_later(TICK, self._on_tick)
+
+    def _on_tick(self) -> None:
+        self._ticker = None
+        now = self._clock()
+        working = [i for i, n in self.state.nodes.items() if n.status not in TERMINAL and i in self._views]
+        try:
+            for node_id in working:
+                self._views[node_id].update_meta(self.state.nodes[node_id], now)
+        except Exception:
+            log.exception("agent tree tick failed")
+        if working:
+            self._arm_ticker()
 
     def _ordered(self, ids: set[str]) -> list[str]:
         return sorted(ids, key=lambda i: self.state.nodes[i].depth)
