@@ -32,8 +32,13 @@ browser:
 lint: $(STAMP)
 	$(BIN)/ruff check agentstack_lab tests benchmarks
 
+# Each prints a table with its peer measured in the same run; benchmarks/RESULTS.md has the latest.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_memory.py
+	$(BIN)/python benchmarks/bench_import.py
+	$(BIN)/python benchmarks/bench_widget.py
+	$(BIN)/python benchmarks/bench_engine.py
+	$(BIN)/python benchmarks/bench_workflows.py
+	$(BIN)/python benchmarks/bench_memory.py --sizes 10000,100000
 
 clean:
 	rm -rf $(VENV) .agentstack
