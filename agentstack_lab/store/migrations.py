@@ -292,3 +292,26 @@ def foundation_memory_lean_inserts(conn: Any) -> None:
     conn.execute("""CREATE TRIGGER memory_vlog_ai AFTER INSERT ON memory BEGIN
             INSERT INTO memory_vec_log (rid) VALUES (NEW.rid); END""")
     conn.execute("DROP TABLE memory_bulk")
+
+
+@migration
+def engine_run_owners(conn: Any) -> None:
+    """The process that owns each engine run, so a run whose process died can be told apart from a live one.
+
+    ``pid`` + ``boot_id`` + ``pid_ns`` + ``start_ticks`` (process start time from ``/proc``) identify the
+    process exactly on its own machine; ``heartbeat_at`` is refreshed by the live run for readers that
+    cannot look at that process. ``reaped_at``: when its unfinished agents were failed because the owner
+    was gone (see ``engine/liveness.py``).
+    """
+    conn.execute("""
+        CREATE TABLE run_owners (
+            run_id TEXT PRIMARY KEY,
+            pid INTEGER NOT NULL,
+            host TEXT NOT NULL,
+            boot_id TEXT,
+            pid_ns TEXT,
+            start_ticks INTEGER,
+            started_at REAL NOT NULL,
+            heartbeat_at REAL NOT NULL,
+            reaped_at REAL
+        )""")
