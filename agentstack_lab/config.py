@@ -158,11 +158,12 @@ class Config(_Section):
         env = dict(os.environ) if env is None else env
         if not isinstance(data, dict):
             raise ConfigError(f"{source or 'config'}: expected a JSON object at the top level")
-        data = _interpolate(data, env, ())
+        filled: set[tuple[str, ...]] = set()
+        data = _interpolate(data, env, (), filled)
         try:
             cfg = cls.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(_format_errors(exc, source)) from None
+            raise ConfigError(_format_errors(exc, source, filled)) from None
         cfg._source = source
         return cfg
 
@@ -174,12 +175,17 @@ class Config(_Section):
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def _interpolate(value: Any, env: dict[str, str], path: tuple[str, ...]) -> Any:
+def _interpolate(value: Any, env: dict[str, str], path: tuple[str, ...],
+                 filled: set[tuple[str, ...]] | None = None) -> Any:
+    """Expand ``${VAR}``; the paths of expanded strings go into ``filled`` (their values are never echoed)."""
     if isinstance(value, dict):
-        return {k: _interpolate(v, env, (*path, str(k))) for k, v in value.items()}
+        return {k: _interpolate(v, env, (*path, str(k)), filled) for k, v in value.items()}
     if isinstance(value, list):
-        return [_interpolate(v, env, (*path, str(i))) for i, v in enumerate(value)]
+        return [_interpolate(v, env, (*path, str(i)), filled) for i, v in enumerate(value)]
     if isinstance(value, str):
+        if filled is not None and _VAR.search(value):
+            filled.add(path)
+
         def sub(m: re.Match[str]) -> str:
             name, default = m.group(1), m.group(2)
             if name in env:
@@ -198,20 +204,24 @@ _EXPECTED = {
 }
 
 
-def _format_errors(exc: ValidationError, source: Path | None) -> str:
+def _format_errors(exc: ValidationError, source: Path | None, filled: set[tuple[str, ...]] | None = None) -> str:
     lines = []
     for err in exc.errors():
         path = ".".join(str(p) for p in err["loc"]) or "(top level)"
         kind = err["type"]
+        # a value read from the environment may be a secret: name its origin, never show it
+        loc = tuple(str(p) for p in err["loc"])
+        got = " (from ${...} in the config)" if any(loc[:len(f)] == f for f in filled or ()) \
+            else f", got {err.get('input')!r}"
         if kind == "extra_forbidden":
             msg = "unknown key"
         elif kind.startswith(("int_", "float_", "bool_", "string_", "list_", "dict_", "model_")):
             short = kind.split("_", 1)[0]
             msg = f"expected {_EXPECTED.get(short, short)}"
             if "parsing" in kind or "from_float" in kind:
-                msg += f", got {err.get('input')!r}"
+                msg += got
         elif kind == "literal_error":
-            msg = f"expected {err['ctx']['expected']}, got {err.get('input')!r}"
+            msg = f"expected {err['ctx']['expected']}{got}"
         else:
             msg = err["msg"].lower()
         lines.append(f"{path}: {msg}")

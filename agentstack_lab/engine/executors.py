@@ -14,8 +14,8 @@ Both implement ``async run(code, *, context=None) -> ExecResult``.
   :func:`fingerprint`; values too large to hash are compared by shape/length only).
 * :class:`SubprocessExecutor` runs code in a fresh ``python -I`` with an address-space limit
   (``RLIMIT_AS``), a wall-clock timeout (the process group is killed) and API-key-looking
-  variables removed from its environment. ``fork``/``wait`` are not available there: calling
-  them raises a clear ``RuntimeError`` (use the live executor for nested agents).
+  variables (and any variable holding such a value) removed from its environment. ``fork``/``wait``
+  are not available there: calling them raises a clear ``RuntimeError`` (use the live executor for nested agents).
 """
 
 from __future__ import annotations
@@ -47,10 +47,40 @@ from agentstack_lab.engine.capture import (
 )
 
 __all__ = ["ExecResult", "ExecContext", "Executor", "LiveKernelExecutor", "SubprocessExecutor",
-           "CodeInterrupted", "make_executor"]
+           "CodeInterrupted", "make_executor", "secret_values", "redact"]
 
 _INJECTED = ("fork", "wait")
 _SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+REDACTED = "***"
+
+
+def secret_values(extra: Any = ()) -> list[str]:
+    """Values of secret-looking environment variables plus ``extra`` secrets (str or ``SecretStr``).
+
+    Only values of 8+ characters that are not paths count; longest first, for :func:`redact`.
+    """
+    found = {v for k, v in os.environ.items() if any(h in k.upper() for h in _SECRET_HINTS)}
+    for item in extra:
+        item = item.get_secret_value() if hasattr(item, "get_secret_value") else item
+        if isinstance(item, str):
+            found.add(item)
+    return sorted({v.strip() for v in found if len(v.strip()) >= 8 and not v.startswith("/")}, key=len, reverse=True)
+
+
+def redact(value: Any, secrets: list[str]) -> Any:
+    """``value`` (str, or dicts/lists of them) with every secret replaced by ``***``."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for s in secrets:
+            if s in value:
+                value = value.replace(s, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {k: redact(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redact(v, secrets) for v in value)
+    return value
 
 
 class CodeInterrupted(BaseException):  # noqa: N818 - raised inside user code, reads best as-is
@@ -377,7 +407,11 @@ class SubprocessExecutor(Executor):
 
     @staticmethod
     def _env() -> dict[str, str]:
-        return {k: v for k, v in os.environ.items() if not any(h in k.upper() for h in _SECRET_HINTS)}
+        """The parent's environment without secrets: secret-looking names, and any value holding a secret."""
+        known = secret_values()
+        long = [s for s in known if len(s) >= 20]  # API-key sized: safe to look for inside other values
+        return {k: v for k, v in os.environ.items() if not any(h in k.upper() for h in _SECRET_HINTS)
+                and v.strip() not in known and not any(s in v for s in long)}
 
     async def run(self, code: str, *, context: ExecContext | None = None) -> ExecResult:
         """Run ``code`` in a new interpreter; the process group is killed on timeout or cancellation."""

@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
-from agentstack_lab.engine.executors import ExecContext
+from agentstack_lab.engine.executors import ExecContext, redact, secret_values
 from agentstack_lab.events import ToolCall, ToolResult
 from agentstack_lab.providers.base import ToolResultBlock, ToolSpec, ToolUseEvent
 
@@ -74,6 +74,9 @@ async def dispatch(run: AgentRun, node: AgentNode, call: ToolUseEvent) -> ToolRe
         if isinstance(exc, run.HeadlessQueryError):
             raise  # fails the run closed, never reported to the model as a tool error
         output, error = None, f"{type(exc).__name__}: {exc}"
+    # code may print an API key (the live kernel holds the user's environment): never log or send it on
+    hidden = _secrets(run)
+    output, error = redact(output, hidden), redact(error, hidden)
     run.emit(ToolResult(agent_id=node.id, tool=call.name, output=output, error=error))
     text = error if output is None else (output["text"] if isinstance(output, dict) and "text" in output
                                          else json.dumps(output, default=str))
@@ -103,6 +106,14 @@ async def _python(run: AgentRun, node: AgentNode, call: ToolUseEvent) -> tuple[A
     if edited:
         out["code"] = code
     return out, result.error
+
+
+def _secrets(run: AgentRun) -> list[str]:
+    """Secret values to hide from tool results: secret-looking env vars, configured API keys, the provider's key."""
+    providers = getattr(getattr(run.workspace, "config", None), "providers", None)
+    keys = [getattr(getattr(providers, name, None), "api_key", None) for name in ("anthropic", "openai", "ollama")]
+    keys.append(getattr(run.provider, "_key", None))
+    return secret_values([k for k in keys if k is not None])
 
 
 def _namespace(run: AgentRun) -> str:
