@@ -4,7 +4,9 @@ JupyterLab (a free loopback port, a token, a temporary root folder) serves a not
 ``/usr/bin/chromium``, driven by Playwright (never a downloaded browser), opens it and runs the
 cells. The ``%agent`` cell starts WITHOUT ``--wait``, so the widget must stay live: the test types
 the answer to the clarification into the answer box, clicks Send, checks the code it is asked to
-approve, clicks Approve, and reads the completed tree and the final answer from the page. The
+approve (read-only, monospace, until Edit), clicks Approve, and reads the completed tree and the
+final answer from the page. The page is 700 px wide (the output area about 330 px): every node header
+must keep Stop's whole label, the status badge and the usage line on one line each. The
 model's final answer carries ``<img onerror>``, ``<script>``, ``<style>`` and a ``javascript:`` link;
 none of them may act in the page.
 
@@ -135,6 +137,27 @@ def lab(tmp_path):
         log.close()
 
 
+def _assert_header_fits(node) -> None:
+    """One node's header: Stop shows its whole label, badge and usage are one line, the title two at most."""
+    m = node.locator(".agentstack-header").first.evaluate("""h => {
+        const one = sel => { const e = h.querySelector(sel); if (!e || !e.offsetParent) return null;
+            const r = e.getBoundingClientRect(), cs = getComputedStyle(e);
+            return {rects: e.getClientRects().length, h: r.height, size: parseFloat(cs.fontSize),
+                    lh: parseFloat(cs.lineHeight) || 1.2 * parseFloat(cs.fontSize),
+                    sw: e.scrollWidth, cw: e.clientWidth, right: r.right}; };
+        return {width: h.clientWidth, sw: h.scrollWidth, right: h.getBoundingClientRect().right,
+                stop: one('.agentstack-stop'), badge: one('.agentstack-badge span'),
+                meta: one('.agentstack-meta span'), title: one('.agentstack-title div')};
+    }""")
+    stop, badge, meta, title = m["stop"], m["badge"], m["meta"], m["title"]
+    assert m["sw"] <= m["width"], m  # nothing sticks out of the row
+    if stop is not None:  # a working agent: its Stop label is not clipped ("St…") and stays inside the row
+        assert stop["sw"] <= stop["cw"] and stop["cw"] > 0 and stop["right"] <= m["right"] + 1, m
+    assert badge["rects"] == 1 and badge["h"] < 1.8 * badge["size"], m  # "waiting for you" on one line
+    assert meta["rects"] == 1 and meta["h"] < 1.8 * meta["size"], m  # "in … tok · 552 ms" on one line
+    assert title["h"] <= 2 * title["lh"] + 2, m  # the title wraps to two lines at most
+
+
 def test_jupyterlab_tree_is_answered_approved_and_safe(lab, tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
@@ -142,7 +165,7 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab, tmp_path):
     with sync_playwright() as pw:
         browser = pw.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1100, "height": 1000})
+            viewport={"width": 700, "height": 1000})  # narrow: the header must still read on one row
         page = browser.pages[0] if browser.pages else browser.new_page()
         try:
             page.set_default_timeout(20_000)
@@ -165,11 +188,21 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab, tmp_path):
 
             approve = tree.locator("button.agentstack-approve")
             expect(approve).to_be_visible()
-            expect(tree.locator(".agentstack-code textarea")).to_have_value(
-                "best_year = max(sales, key=sales.get)\nprint('best', best_year)")
+            code = "best_year = max(sales, key=sales.get)\nprint('best', best_year)"
+            query = tree.locator(".agentstack-query").first
+            expect(query).to_contain_text("researcher wants to run this Python code:")
+            viewer = query.locator(".agentstack-code-view pre")
+            expect(viewer).to_have_text(code)  # read-only, in full contrast, before Edit
+            assert viewer.evaluate("e => getComputedStyle(e).fontFamily").lower().find("mono") >= 0
+            assert viewer.evaluate("e => parseFloat(getComputedStyle(e.closest('.agentstack-code-view')).opacity)") == 1
+            expect(tree.locator(".agentstack-code textarea")).to_be_hidden()
             expect(tree.locator("button.agentstack-reject")).to_be_visible()
             expect(tree.locator("button.agentstack-edit")).to_be_visible()
+            _assert_header_fits(tree.locator(".agentstack-node").first)
             tree.screenshot(path=str(SCREENSHOT.with_name("agentstack-browser-approval.png")))
+            tree.locator("button.agentstack-edit").click()
+            expect(tree.locator(".agentstack-code textarea")).to_have_value(code)  # now editable, unchanged
+            expect(viewer).to_be_hidden()
             approve.click()
 
             nodes = tree.locator(".agentstack-node")
@@ -198,6 +231,12 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab, tmp_path):
             expect(tools).to_contain_text("python ✓")
             tools.get_by_text("python ✓").click()
             expect(tools).to_contain_text("best 2023")
+
+            _assert_header_fits(nodes.nth(1))  # a finished node: badge and usage on one line
+            page.set_viewport_size({"width": 1300, "height": 1000})
+            _assert_header_fits(nodes.first)
+            tree.screenshot(path=str(SCREENSHOT.with_name("agentstack-browser-tree-wide.png")))
+            page.set_viewport_size({"width": 700, "height": 1000})
 
             # Collapsing the root hides its subtree.
             child = nodes.nth(1)

@@ -165,10 +165,13 @@ def test_answers_through_buttons_and_custom_messages(sent):
     tree.extend([state("root", "waiting_user"),
                  UserQuery(agent_id="root", query_id="q2", kind="approval", prompt="Run this?",
                            options={"code": "x = 1"})])
-    heading, editor, row = view.query.children
+    heading, viewer, editor, row = view.query.children
     approve, reject, edit = row.children
-    assert editor.value == "x = 1" and editor.disabled
+    assert "<b>agent</b> wants to run this Python code:" in heading.value and "Run this?" in heading.value
+    assert "<pre" in viewer.value and "x = 1" in viewer.value  # read-only code box, shown as is
+    assert editor.value == "x = 1" and editor.layout.display == "none" and viewer.layout.display is None
     edit.click()
+    assert editor.layout.display is None and viewer.layout.display == "none" and edit.disabled
     editor.value = "x = 2"
     approve.click()
     assert answers[-1] == ("root", "q2", {"approved": True, "code": "x = 2"})
@@ -241,7 +244,7 @@ def test_reject_sends_false(sent):
         state("root", "waiting_user"),
         UserQuery(agent_id="root", query_id="q", kind="approval", prompt="Run?", options={"code": "rm()"}),
     ])
-    _heading, _editor, row = tree._views["root"].query.children
+    _heading, _viewer, _editor, row = tree._views["root"].query.children
     row.children[1].click()
     assert answers == [("root", "q", False)]
 
@@ -270,3 +273,22 @@ async def test_elapsed_time_ticks_while_agents_work(sent, monkeypatch):
     tree.apply(AgentCompleted(agent_id="root", result="ok"))
     await asyncio.sleep(0.1)
     assert tree._ticker is None  # nothing works any more: the ticking stops
+
+
+def test_approval_names_the_agent_and_escapes_the_code(sent):
+    answers = []
+    tree = AgentTree(responder=lambda *a: answers.append(a)).extend([
+        state("root", "running", type="researcher", prompt="Best <year>?"),
+        ToolCall(agent_id="root", tool="python", input={"code": "print('<b>hi</b>')"}),
+        state("root", "waiting_user", type="researcher"),
+        UserQuery(agent_id="root", query_id="q", kind="approval", prompt="Run this Python code?",
+                  options={"code": "print('<b>hi</b>')"}),
+    ])
+    view = tree._views["root"]
+    heading, viewer, _editor, row = view.query.children
+    assert heading.value == "<b>researcher</b> wants to run this Python code:"  # the engine's generic line adds nothing
+    assert "print(&#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;)" in viewer.value and "monospace" in viewer.value
+    assert 'title="Best &lt;year&gt;?"' in view.title.value and "white-space:nowrap" in view.meta.value
+    assert "white-space:nowrap" in view.status.value and view.stop.layout.min_width == "4.5em"
+    row.children[0].click()
+    assert answers == [("root", "q", True)]  # unedited code: a plain yes

@@ -2,8 +2,10 @@
 
 One collapsible node per agent, nested under its parent: status colour and label, title (type and
 prompt excerpt), usage and elapsed time, a Stop button while it works, the streamed text as
-sanitised Markdown (folded once the result is in), tool calls folded in an accordion, an answer box for questions, Approve / Reject / Edit for code,
-and the final answer highlighted.
+sanitised Markdown (folded once the result is in), tool calls folded in an accordion, an answer
+box for questions, the code an agent wants to run (read-only until Edit) with Approve / Reject /
+Edit, and the final answer highlighted. The header reads on one row from ~480 px up: only the
+title shrinks (and wraps to two lines at most); badge, usage and Stop never wrap or clip.
 
 Updates are coalesced: text deltas only mark a node dirty, and dirty nodes are redrawn at most
 once per ``interval`` (0.25 s, so at most 4 redraws a second for the whole tree; a redraw sends
@@ -52,7 +54,8 @@ STATUS_COLOURS = {
 }
 STATUS_LABELS = {"waiting_user": "waiting for you"}
 QUERY_LABELS = {"clarification": "The agent asks:", "blocking": "Before it starts, the agent needs to know:",
-                "final": "One more question:", "approval": "The agent wants to run this code:"}
+                "final": "One more question:"}
+GENERIC_APPROVAL_PROMPTS = frozenset({"Run this Python code?"})  # the engine's default says nothing more
 
 Responder = Callable[[str, str, Any], None]
 Stopper = Callable[[str], None]
@@ -113,18 +116,55 @@ def _pre(text: str) -> str:
     return f'<pre style="white-space:pre-wrap;margin:2px 0 6px">{escape(text)}</pre>'
 
 
+def _title(node: NodeState) -> str:
+    """Agent type and prompt excerpt, wrapped at prose line height and clamped to two lines.
+
+    The whole excerpt is the tooltip.
+    """
+    prompt = escape(excerpt(node.prompt, 200))
+    return (f'<div title="{prompt}" style="line-height:1.35;overflow-wrap:anywhere;overflow:hidden;'
+            f'display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:2">'
+            f"<b>{escape(node.type)}</b> · {prompt}</div>")
+
+
+def _code_box(code: str) -> str:
+    """Code to approve, read-only: monospace, full contrast, in the front end's code colours."""
+    return ('<pre style="font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);'
+            "line-height:1.4;white-space:pre-wrap;overflow-wrap:anywhere;max-height:24em;overflow:auto;margin:2px 0;"
+            "padding:6px 8px;color:var(--jp-content-font-color1,#212121);"
+            "background:var(--jp-cell-editor-background,#f5f5f5);"
+            f'border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:2px">{escape(code)}</pre>')
+
+
+def _approval_heading(node: NodeState, prompt: str) -> str:
+    """Who wants to run code, and the engine's own words when they add anything."""
+    tool = next((t.tool for t in reversed(node.tools) if not t.done), "python")
+    what = "this Python code" if tool == "python" else f"this code (tool {escape(tool)})"
+    heading = f"<b>{escape(node.type)}</b> wants to run {what}:"
+    if prompt.strip() and prompt.strip() not in GENERIC_APPROVAL_PROMPTS:
+        heading += _markdown(prompt)
+    return heading
+
+
 class _NodeView:
     """The widgets of one agent node."""
 
     def __init__(self, tree: AgentTree, node_id: str):
         self.tree = tree
         self.id = node_id
-        self.toggle = W.Button(description="▾", tooltip="collapse / expand", layout=W.Layout(width="2.4em"))
-        self.status = W.HTML()
-        self.title = W.HTML(layout=W.Layout(flex="1 1 auto"))
-        self.meta = W.HTML()
+        # Header: toggle, badge, usage/elapsed and Stop keep their size (flex 0 0 auto, one line each);
+        # the title takes what is left (at least ~9em, two lines at most). When a row is too narrow for
+        # that, usage and Stop move together to a second row, pushed right by their auto left margin.
+        fixed = "0 0 auto"
+        self.toggle = W.Button(description="▾", tooltip="collapse / expand",
+                               layout=W.Layout(width="2.4em", flex=fixed))
+        self.status = W.HTML(layout=W.Layout(flex=fixed))
+        self.status.add_class("agentstack-badge")
+        self.title = W.HTML(layout=W.Layout(flex="1 1 9em", min_width="0", overflow="hidden", margin="2px 6px"))
+        self.title.add_class("agentstack-title")
+        self.meta = W.HTML(layout=W.Layout(flex=fixed, margin="2px 4px"))
         self.stop = W.Button(description="Stop", button_style="danger", tooltip="stop this agent and its subagents",
-                             layout=W.Layout(width="auto"))
+                             layout=W.Layout(width="auto", min_width="4.5em", flex=fixed))
         self.stop.add_class("agentstack-stop")
         self.content = W.HTML()
         self.content.add_class("agentstack-content")
@@ -142,8 +182,10 @@ class _NodeView:
         self.error.add_class("agentstack-error")
         self.children = W.VBox(layout=W.Layout(margin="0 0 0 1.4em"))
         self.body = W.VBox([self.work, self.tools, self.query, self.result, self.error, self.children])
-        header = W.HBox([self.toggle, self.status, self.title, self.meta, self.stop],
-                        layout=W.Layout(align_items="center"))
+        side = W.HBox([self.meta, self.stop], layout=W.Layout(flex=fixed, margin="0 0 0 auto", align_items="center"))
+        header = W.HBox([self.toggle, self.status, self.title, side],
+                        layout=W.Layout(align_items="center", flex_flow="row wrap"))
+        header.add_class("agentstack-header")
         self.box = W.VBox([header, self.body], layout=W.Layout(border_left="3px solid #9e9e9e", padding="0 0 0 6px",
                                                               margin="2px 0"))
         self.box.add_class("agentstack-node")
@@ -168,14 +210,14 @@ class _NodeView:
             colour = STATUS_COLOURS.get(node.status, "#9e9e9e")
             label = STATUS_LABELS.get(node.status, node.status)
             self.status.value = (f'<span style="background:{colour};color:white;border-radius:8px;'
-                                 f'padding:1px 8px;font-size:85%">{escape(label)}</span>')
+                                 f'padding:1px 8px;font-size:85%;white-space:nowrap">{escape(label)}</span>')
             self.box.layout.border_left = f"3px solid {colour}"
             for cls in list(self.box._dom_classes):
                 if cls.startswith("agentstack-status-"):
                     self.box.remove_class(cls)
             self.box.add_class(f"agentstack-status-{node.status}")
             _hidden(self.stop, node.status in TERMINAL)  # a finished agent has nothing to stop
-        _set(self.title, "value", f"<b>{escape(node.type)}</b> · {escape(excerpt(node.prompt, 90))}")
+        _set(self.title, "value", _title(node))
         self.update_meta(node, now)
         if node.content != self._content_src:
             self._content_src = node.content
@@ -205,7 +247,8 @@ class _NodeView:
         elapsed = node.elapsed(now)
         if elapsed is not None:
             parts.append(format_elapsed(elapsed))
-        _set(self.meta, "value", f'<span style="color:#757575;font-size:85%">{" · ".join(parts)}</span>')
+        _set(self.meta, "value", f'<span style="color:#757575;font-size:85%;white-space:nowrap">'
+                                 f'{" · ".join(parts)}</span>')
 
     def _update_tools(self, node: NodeState) -> None:
         sig = tuple((t.tool, t.done, t.error is None) for t in node.tools)
@@ -240,11 +283,12 @@ class _NodeView:
             self.query.children = ()
             _hidden(self.query, True)
             return
-        label = QUERY_LABELS.get(query.kind, query.kind)
-        heading = W.HTML(f"<b>{escape(label)}</b>" + _markdown(query.prompt))
         if query.kind == "approval":
             code = str(query.options.get("code") or query.prompt)
-            editor = W.Textarea(value=code, disabled=True, layout=W.Layout(width="100%", height="8em"))
+            heading = W.HTML(_approval_heading(node, query.prompt))
+            viewer = W.HTML(_code_box(code), layout=W.Layout(width="100%"))
+            viewer.add_class("agentstack-code-view")
+            editor = W.Textarea(value=code, layout=W.Layout(width="100%", height="10em", display="none"))
             editor.add_class("agentstack-code")
             approve = W.Button(description="Approve", button_style="success")
             reject = W.Button(description="Reject", button_style="warning")
@@ -256,13 +300,15 @@ class _NodeView:
                 response = True if editor.value == code else {"approved": True, "code": editor.value}
                 self.tree.respond(self.id, query.query_id, response)
 
-            def on_edit(_b: W.Button) -> None:
-                editor.disabled = False
+            def on_edit(_b: W.Button) -> None:  # read-only until now: the code box becomes an editor
+                _hidden(viewer, True)
+                _hidden(editor, False)
+                edit.disabled = True
 
             approve.on_click(on_approve)
             reject.on_click(lambda _b: self.tree.respond(self.id, query.query_id, False))
             edit.on_click(on_edit)
-            self.query.children = (heading, editor, W.HBox([approve, reject, edit]))
+            self.query.children = (heading, viewer, editor, W.HBox([approve, reject, edit]))
         else:
             answer = W.Textarea(placeholder="your answer", layout=W.Layout(width="100%"))
             answer.add_class("agentstack-answer")
@@ -274,6 +320,8 @@ class _NodeView:
                 b = W.Button(description=str(choice)[:40])
                 b.on_click(lambda _b, c=choice: self.tree.respond(self.id, query.query_id, c))
                 row.append(b)
+            label = QUERY_LABELS.get(query.kind, query.kind)
+            heading = W.HTML(f"<b>{escape(label)}</b>" + _markdown(query.prompt))
             self.query.children = (heading, answer, W.HBox(row))
         _hidden(self.query, False)
 
