@@ -212,12 +212,14 @@ def start_agent(shell: Any, args: AgentArgs, *, workspace: Any = None) -> Any:
     if args.wait and loop is not None:
         raise UsageError("%agent --wait must be a top-level statement of a cell (it is awaited on the kernel's "
                          "loop); inside a block, start it without --wait and `await run` at top level")
-    if loop is None and not args.wait:
+    headless_note = loop is None and not args.wait
+    if headless_note:
         # Terminal IPython / scripts: nothing runs between cells, so nobody could answer a question.
+        args = dataclasses.replace(args, wait=True)
+    run = build_run(shell, args, workspace)  # validates first: a bad name is one line, with no note before it
+    if headless_note:
         print("%agent: no running event loop here (not a Jupyter kernel): running to completion, headless",
               file=sys.stderr)
-        args = dataclasses.replace(args, wait=True)
-    run = build_run(shell, args, workspace)
     if loop is None:
         import asyncio
 
