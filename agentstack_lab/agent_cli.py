@@ -212,10 +212,12 @@ def list_command(ctx: typer.Context, run: str = typer.Option(None, "--run", "-r"
     with _handled() as cli:
         from agentstack_lab.agents.spawner import STATUSES
         from agentstack_lab.engine.activity import agent_rows, elapsed_s, resolve_run
+        from agentstack_lab.engine.liveness import reap_orphans
 
         if status is not None and status not in STATUSES:
             raise cli.CliError(f"--status must be one of {', '.join(STATUSES)}; got {status!r}")
         db = cli._ws(ctx).db
+        reap_orphans(db)  # agents whose process died show as failed, not running
         rows = agent_rows(db, run_id=resolve_run(db, run) if run else None, status=status, roots=runs_only,
                           limit=limit)
         if as_json:
@@ -250,9 +252,11 @@ def tree_command(ctx: typer.Context, run_id: str = typer.Argument(..., help="Run
     """Show a run's agent tree, rebuilt from the event log."""
     with _handled() as cli:
         from agentstack_lab.engine.activity import resolve_run
+        from agentstack_lab.engine.liveness import reap_orphans
         from agentstack_lab.engine.log import rebuild_tree
 
         db = cli._ws(ctx).db
+        reap_orphans(db)
         tree = rebuild_tree(db, resolve_run(db, run_id))
         if not tree:
             raise cli.CliError(f"run {run_id!r} has no logged agent state yet")
@@ -268,7 +272,9 @@ class Watch:
 
     def __init__(self, db: Any, *, run_id: str | None = None, limit: int = 30):
         from agentstack_lab.engine.activity import EventFollower, last_events
+        from agentstack_lab.engine.liveness import reap_orphans
 
+        reap_orphans(db)
         self.db, self.run_id, self.limit = db, run_id, limit
         self.follower = EventFollower(db, run_id=run_id)
         self.follower.seq = self.follower.head()
@@ -283,7 +289,9 @@ class Watch:
 
     def refresh(self) -> None:
         from agentstack_lab.engine.activity import describe_event
+        from agentstack_lab.engine.liveness import reap_orphans
 
+        reap_orphans(self.db)  # a run whose process dies while watched turns failed (its error events follow)
         for ev in self.follower.poll():
             self.events_seen += 1
             if ev["agent_id"]:

@@ -2,8 +2,10 @@
 
 Events are buffered and written in batches from a worker thread (one batch at a time, so the
 sequence numbers follow emission order) together with the changed ``agents`` rows; a run with
-thousands of text deltas never blocks its loop on SQLite. :func:`read_events` and
-:func:`rebuild_tree` let any process replay or follow a run.
+thousands of text deltas never blocks its loop on SQLite. The first write also records this
+process as the run's owner, and a heartbeat thread keeps that record fresh while the log is open
+(see :mod:`agentstack_lab.engine.liveness`). :func:`read_events` and :func:`rebuild_tree` let any
+process replay or follow a run.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 import time
 from typing import Any
 
+from agentstack_lab.engine.liveness import Heartbeat, register_owner
 from agentstack_lab.events import OutboundEvent, from_wire, to_wire
 
 __all__ = ["EventLog", "read_events", "rebuild_tree", "list_runs"]
@@ -55,12 +58,17 @@ class EventLog:
         self._task: asyncio.Task[None] | None = None
         self._lock: asyncio.Lock | None = None
         self._closed = False
+        self._owned = False
+        self._heartbeat: Heartbeat | None = None
         self.written = 0
 
     def start(self) -> None:
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._task = asyncio.get_running_loop().create_task(self._flusher(), name=f"agentstack-log-{self.run_id[:8]}")
+        path = getattr(self.db, "path", None)
+        if path is not None and str(path) != ":memory:":  # no other process can see an in-memory database
+            self._heartbeat = Heartbeat(path, self.run_id).start()
 
     def append(self, event: OutboundEvent) -> None:
         self._events.append((event, time.time()))
@@ -111,21 +119,28 @@ class EventLog:
 
     def _write(self, events: list[tuple[OutboundEvent, float]], rows: list[dict[str, Any]]) -> None:
         with self.db.transaction() as conn:
+            if not self._owned:  # the owner is on record before (or with) the run's first agent row
+                register_owner(conn, self.run_id)
             self._spawner.upsert_many(conn, rows)
             conn.executemany(
                 "INSERT INTO events (run_id, agent_id, type, payload, created_at) VALUES (?,?,?,?,?)",
                 [(self.run_id, getattr(ev, "agent_id", None), ev.type, wire_json(ev), t)
                  for ev, t in events])
+        self._owned = True
         self.written += len(events)
 
     async def close(self) -> None:
         """Flush everything and stop the flusher."""
         self._closed = True
-        if self._wake is not None:
-            self._wake.set()
-        if self._task is not None:
-            await self._task
-        await self.flush()
+        try:
+            if self._wake is not None:
+                self._wake.set()
+            if self._task is not None:
+                await self._task
+            await self.flush()
+        finally:
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
 
 
 def read_events(db: Any, run_id: str, *, after_seq: int = 0) -> list[tuple[int, OutboundEvent]]:

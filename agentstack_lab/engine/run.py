@@ -575,6 +575,9 @@ class AgentRun:
         self._start_session()
         db = getattr(self.workspace, "db", None)
         if db is not None:
+            from agentstack_lab.engine.liveness import reap_orphans
+
+            reap_orphans(db)  # agents of runs whose process died are failed, not left "running"
             self._log = EventLog(db, self.id)
             self._log.start()
         root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt,

@@ -97,6 +97,7 @@ class Toolbox:
         """One agent's persisted state (status, tokens, result or error) and its last logged event."""
         from agentstack_lab.engine.activity import last_events
 
+        self._reap()
         run, node = self._live_node(agent_id)
         if run is not None:  # live state: the database lags a run of this process by one log batch
             out = node.row(run.id, run.session_id) if node is not None else {
@@ -113,6 +114,7 @@ class Toolbox:
         from agentstack_lab.engine.activity import resolve_run
         from agentstack_lab.engine.log import rebuild_tree
 
+        self._reap()
         rid = resolve_run(self.ws.db, run_id)
         return {"run_id": rid, "tree": rebuild_tree(self.ws.db, rid)}
 
@@ -122,6 +124,7 @@ class Toolbox:
         """Agents in the workspace database, newest first."""
         from agentstack_lab.engine.activity import agent_rows, resolve_run
 
+        self._reap()
         rid = resolve_run(self.ws.db, run_id) if run_id else None
         rows = agent_rows(self.ws.db, run_id=rid, status=status, session_id=session_id, roots=roots_only, limit=limit)
         for r in rows:
@@ -139,6 +142,7 @@ class Toolbox:
         if run is not None and node is None:
             raise ValueError(f"run {agent_id} has not started its root agent yet; try again")
         if node is None:  # not (or no longer) running here: the database says what it is
+            self._reap()
             row = self._agent(agent_id)
             if row.status in TERMINAL:
                 raise ValueError(f"agent {row.name} already {row.status}; nothing to stop")
@@ -156,6 +160,12 @@ class Toolbox:
         if node.id == run.id:
             await run.wait(raise_on_error=False)  # also flushes the event log
         return {"agent_id": node.id, "run_id": run.id, "status": node.status, "error": node.error}
+
+    def _reap(self) -> None:
+        """Fail the agents of runs whose owner process is gone, so what is read next is what happened."""
+        from agentstack_lab.engine.liveness import reap_orphans
+
+        reap_orphans(self.ws.db)
 
     def _live_node(self, ref: str) -> tuple[Any, Any]:
         """The run of this process holding agent ``ref`` (id or name) and its node, else ``(None, None)``."""
@@ -315,6 +325,7 @@ class Toolbox:
         from agentstack_lab.store.migrations import MIGRATIONS, applied
 
         db, ws = self.ws.db, self.ws
+        self._reap()
         done = applied(db)
         emb = ws.embedder
         q = db.query
