@@ -133,6 +133,12 @@ class _Background:
         return value
 
 
+def _stale(it: _Item, found: dict) -> bool:
+    """True when ``it`` is new or its content changed (so it needs embedding)."""
+    old = found.get((it.namespace, it.key))
+    return old is None or old[1] != it.hash
+
+
 class _InsertTriggers:
     """The per-row AFTER INSERT triggers on ``memory`` (FTS and vector log), as stored in the schema.
 
@@ -302,11 +308,7 @@ class Memory:
             if snapshot:
                 conn.execute("COMMIT")
 
-        def stale(it: _Item, found: dict) -> bool:
-            old = found.get((it.namespace, it.key))
-            return old is None or old[1] != it.hash
-
-        todo = [it for it in items if stale(it, existing)]
+        todo = [it for it in items if _stale(it, existing)]
         pending = _Background(self._embed, todo) if (
             len(todo) >= BULK_ROWS and getattr(self.embedder, "in_process", False)) else None
         vectors = self._embed(todo) if pending is None else {}
@@ -319,7 +321,7 @@ class Memory:
             first = self._insert_rows(conn, new, now)
             if pending is not None:
                 vectors = pending.result()
-            vectors.update(self._embed([it for it in items if id(it) not in vectors and stale(it, existing)]))
+            vectors.update(self._embed([it for it in items if id(it) not in vectors and _stale(it, existing)]))
             if new:
                 meta = {k: vec_metadata(*k) for k in {(it.namespace, it.agent_id) for it in new}}
                 self.index.add_block(conn, first, np.stack([vectors[id(it)] for it in new]),
@@ -372,7 +374,7 @@ class Memory:
                 "UPDATE memory SET content = ?, content_hash = ?, metadata = coalesce(?, metadata),"
                 " agent_id = ?, version = version + ?, updated_at = ? WHERE rid = ?",
                 (it.content, it.hash, it.meta_json, agent, 1 if changed else 0, now, rid))
-            if changed or agent != old_agent:
+            if changed or (agent != old_agent and self.index.meta_cols(conn)):   # lean vec0: no agent column
                 vec = vectors.get(id(it))
                 blob = vec.tobytes() if vec is not None else conn.execute(
                     "SELECT embedding FROM memory_vec WHERE rid = ?", (rid,)).fetchone()[0]

@@ -11,7 +11,13 @@ re-reads only the rows that changed, or reloads everything when the log was prun
 past its position. Results are therefore exact (recall 1.0 against brute force), and
 namespace / session / agent filters are applied as a mask *before* top-k, inside the
 search. With the cache disabled (``memory.vector.cache = false``) the same filters go
-into sqlite-vec's KNN query (``embedding MATCH ? AND k = ?`` plus metadata columns).
+into sqlite-vec's KNN query (``embedding MATCH ? AND k = ?`` plus ``rid IN (SELECT rid FROM
+memory WHERE ...)``, which sqlite-vec applies while it ranks, not after).
+
+The vec0 table holds only ``rid`` and the vector. Databases made before this layout also carry
+``namespace``, ``session`` and ``agent`` metadata columns in vec0; they keep working (their
+KNN filters on those columns). The lean layout halves the cost of a vec0 insert: sqlite-vec
+writes every metadata value into its own chunk blob, row by row.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ class VectorFilter:
 
 
 def vec_metadata(namespace: str, agent_id: str | None) -> tuple[str, str, str]:
-    """The vec0 metadata columns (namespace, session, agent) for an entry; '' stands for none."""
+    """An entry's filter values (namespace, session, agent); '' stands for none."""
     return namespace, extract_session_id(namespace) or "", agent_id or ""
 
 
@@ -157,6 +163,7 @@ class VectorIndex:
         self.use_cache = use_cache
         self._lock = threading.RLock()
         self._matrix: _Matrix | None = None
+        self._meta_cols: bool | None = None   # vec0 table with metadata columns (made before the lean layout)
 
     # --- schema ---------------------------------------------------------------------------------
     def ensure(self, embedder_name: str, model: str) -> None:
@@ -167,8 +174,7 @@ class VectorIndex:
             if row is None:
                 conn.execute(
                     "CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec USING vec0(rid integer primary key,"
-                    f" embedding float[{d}] distance_metric=cosine, namespace text, session text, agent text,"
-                    f" chunk_size={CHUNK_SIZE})")
+                    f" embedding float[{d}] distance_metric=cosine, chunk_size={CHUNK_SIZE})")
                 conn.execute("INSERT INTO vector_index (id, embedder, model, dimensions, created_at)"
                              " VALUES (1, ?, ?, ?, ?)", (embedder_name, model, d, time.time()))
                 return
@@ -178,29 +184,46 @@ class VectorIndex:
                 f" but the configuration asks for {embedder_name!r} (model {model!r}, {d} dims); set"
                 f" memory.embedder / memory.vector.dimensions to match, or use a new database")
 
+    def meta_cols(self, conn: Any) -> bool:
+        """True when ``memory_vec`` has the namespace/session/agent metadata columns of older databases."""
+        if self._meta_cols is None:
+            row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'").fetchone()
+            self._meta_cols = bool(row) and "session text" in row[0]
+        return self._meta_cols
+
     # --- writes (inside the caller's transaction) -------------------------------------------------
     def add(self, conn: Any, rows: list[tuple[int, bytes, str, str, str]]) -> None:
-        """Insert ``(rid, float32 bytes, namespace, session, agent)`` rows."""
-        if rows:
+        """Insert ``(rid, float32 bytes, namespace, session, agent)`` rows (see :func:`vec_metadata`)."""
+        if not rows:
+            return
+        if self.meta_cols(conn):
             conn.executemany("INSERT INTO memory_vec (rid, embedding, namespace, session, agent)"
                              " VALUES (?, ?, ?, ?, ?)", rows)
+        else:
+            conn.executemany("INSERT INTO memory_vec (rid, embedding) VALUES (?, ?)", [r[:2] for r in rows])
 
     def add_block(self, conn: Any, first: int, vectors: np.ndarray | None,
                   meta: list[tuple[str, str, str]]) -> None:
         """Insert ``len(meta)`` rows with consecutive rowids from ``first`` in one statement.
 
-        The vectors travel as one float32 blob sliced with ``substr`` and the metadata as one JSON
-        array: about 20% cheaper per row than ``executemany`` (vec0 still inserts row by row).
+        The vectors travel as one float32 blob sliced with ``substr`` (and, for a table with
+        metadata columns, the metadata as one JSON array): about 20% cheaper per row than
+        ``executemany`` (vec0 still inserts row by row).
         """
         if vectors is None or not meta:
             return
         if vectors.shape != (len(meta), self.dimensions):
             raise ValueError(f"expected vectors of shape ({len(meta)}, {self.dimensions}), got {vectors.shape}")
         size = 4 * self.dimensions
-        conn.execute("INSERT INTO memory_vec (rid, embedding, namespace, session, agent)"
-                     " SELECT ?1 + j.key, substr(?2, j.key * ?3 + 1, ?3), j.value ->> 0, j.value ->> 1, j.value ->> 2"
-                     " FROM json_each(?4) j",
-                     (first, np.ascontiguousarray(vectors, dtype=np.float32).tobytes(), size, json.dumps(meta)))
+        blob = np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
+        if self.meta_cols(conn):
+            conn.execute("INSERT INTO memory_vec (rid, embedding, namespace, session, agent)"
+                         " SELECT ?1 + j.key, substr(?2, j.key * ?3 + 1, ?3), j.value ->> 0, j.value ->> 1,"
+                         " j.value ->> 2 FROM json_each(?4) j", (first, blob, size, json.dumps(meta)))
+        else:
+            conn.execute("WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i + 1 < ?4)"
+                         " INSERT INTO memory_vec (rid, embedding) SELECT ?1 + i, substr(?2, i * ?3 + 1, ?3) FROM s",
+                         (first, blob, size, len(meta)))
 
     def remove(self, conn: Any, rids: list[int]) -> None:
         if rids:
@@ -231,6 +254,9 @@ class VectorIndex:
         return hits
 
     def _knn(self, q: np.ndarray, f: VectorFilter, k: int) -> list[tuple[int, float]]:
+        conn = self.db.conn
+        if not self.meta_cols(conn):
+            return self._knn_lean(conn, q, f, k)
         where, params = ["embedding MATCH ?", "k = ?"], [q.tobytes(), k]
         if f.namespace is not None:
             where.append("namespace = ?")
@@ -245,6 +271,26 @@ class VectorIndex:
             params.append(f.agent_id)
         rows = self.db.query(f"SELECT rid, distance FROM memory_vec WHERE {' AND '.join(where)}"
                              " ORDER BY distance", params)
+        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+    def _knn_lean(self, conn: Any, q: np.ndarray, f: VectorFilter, k: int) -> list[tuple[int, float]]:
+        """KNN over a vec0 table without metadata: the allowed rids come from ``memory`` (``rid IN``)."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if f.namespace is not None:
+            clauses.append("m.namespace = ?")
+            params.append(f.namespace)
+        elif conn.execute("SELECT 1 FROM memory WHERE namespace >= 'session:' AND namespace < 'session;'"
+                          " LIMIT 1").fetchone():   # session rows exist: only the caller's are visible
+            clauses.append("(substr(m.namespace, 1, 8) != 'session:' OR m.namespace = ?)")
+            params.append(f"session:{f.session_id}" if f.session_id else "")
+        if f.agent_id is not None:
+            clauses.append("(m.agent_id = ? OR m.agent_id IS NULL)" if f.include_shared else "m.agent_id = ?")
+            params.append(f.agent_id)
+        sql = "SELECT rid, distance FROM memory_vec WHERE embedding MATCH ? AND k = ?"
+        if clauses:
+            sql += f" AND rid IN (SELECT m.rid FROM memory m WHERE {' AND '.join(clauses)})"
+        rows = conn.execute(sql + " ORDER BY distance", [q.tobytes(), k, *params]).fetchall()
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
     def loaded(self) -> bool:
@@ -328,8 +374,9 @@ class VectorIndex:
         for i in range(0, len(rids), 500):
             chunk = rids[i:i + 500]
             marks = ",".join("?" * len(chunk))
-            found += [tuple(r) for r in conn.execute(
-                f"SELECT rid, embedding, namespace, session, agent FROM memory_vec WHERE rid IN ({marks})", chunk)]
+            found += [(r[0], r[1], *vec_metadata(r[2], r[3])) for r in conn.execute(
+                "SELECT v.rid, v.embedding, m.namespace, m.agent_id FROM memory_vec v JOIN memory m ON m.rid = v.rid"
+                f" WHERE v.rid IN ({marks})", chunk)]
         present = {r[0] for r in found}
         m.drop([r for r in rids if r not in present])
         m.put(found)  # overwrites in place: embedding, namespace and agent may all have changed

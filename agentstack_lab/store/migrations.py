@@ -315,3 +315,14 @@ def engine_run_owners(conn: Any) -> None:
             heartbeat_at REAL NOT NULL,
             reaped_at REAL
         )""")
+
+
+@migration
+def foundation_fts_hashsize(conn: Any) -> None:
+    """FTS5 keeps up to 8 MB of pending terms in memory before writing a segment (default 1 MB).
+
+    A ``store_many`` of 10k entries then writes one segment at commit instead of several that
+    FTS5 must merge again: the FTS fill costs about half as much; queries measured the same.
+    Stored in ``memory_fts_config``, so every connection and process uses it.
+    """
+    conn.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('hashsize', 8388608)")

@@ -1,0 +1,99 @@
+"""Storage layout choices made for store_many speed: page size, FTS5 hashsize, lean vec0, old layouts."""
+
+import pytest
+
+from agentstack_lab.config import Config
+from agentstack_lab.memory.vectors import CHUNK_SIZE
+from agentstack_lab.store.connection import PAGE_SIZE
+from agentstack_lab.workspace import Workspace
+
+PLAIN = Config.from_dict({"memory": {"vector": {"cache": False}}})
+
+
+def _texts(n):
+    return [f"note {i} about {['kettles', 'rivers', 'ledgers', 'comets'][i % 4]} and item{i % 7}" for i in range(n)]
+
+
+def _fill(ws):
+    """Entries in two shared namespaces, two sessions and with/without an agent (some via store_many)."""
+    a, b = ws.sessions.start("a"), ws.sessions.start("b")
+    ws.memory.store_many([{"key": f"k{i}", "content": t, "namespace": f"ns{i % 2}",
+                           "agent_id": None if i % 3 else "ag"} for i, t in enumerate(_texts(120))])
+    ws.memory.scoped(a.id).store_many([(f"a{i}", t) for i, t in enumerate(_texts(80))])
+    ws.memory.scoped(b.id).store("b0", _texts(1)[0])
+    return a, b
+
+
+def _same_hits(ws, ws_plain, a):
+    query = "note about kettles item3"
+    for scope, kwargs in [(None, {}), (None, {"namespace": "ns1"}), (None, {"agent_id": "ag"}),
+                          (None, {"agent_id": "ag", "include_shared": False}), (a.id, {}),
+                          (a.id, {"namespace": "ns0"})]:
+        got = []
+        for w in (ws, ws_plain):
+            mem = w.memory.scoped(scope) if scope else w.memory
+            got.append(sorted((r.key, round(r.score, 4)) for r in mem.search(query, "vector", limit=200, **kwargs)))
+        assert got[0] == got[1], (scope, kwargs)
+        keys = {k for k, _ in got[0]}
+        assert keys, (scope, kwargs)
+        if scope is None and "namespace" not in kwargs:
+            assert not any(k.startswith(("a", "b")) for k in keys)   # no session entries without the session
+        if scope == a.id and not kwargs:
+            assert any(k.startswith("a") for k in keys) and not any(k.startswith("b") for k in keys)
+    return True
+
+
+def test_new_database_layout(tmp_path):
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store("k", "kettles")
+        assert ws.db.query("PRAGMA page_size")[0][0] == PAGE_SIZE
+        assert ws.db.query("SELECT v FROM memory_fts_config WHERE k = 'hashsize'")[0][0] == 8 * 1024 * 1024
+        sql = ws.db.query("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'")[0][0]
+        assert "session text" not in sql and f"chunk_size={CHUNK_SIZE}" in sql
+        assert ws.memory.index.meta_cols(ws.db.conn) is False
+
+
+def test_lean_vec0_knn_filters_match_the_matrix(tmp_path):
+    """Without metadata columns, sqlite-vec's KNN filters by ``rid IN (SELECT ... FROM memory)``."""
+    with Workspace.open(tmp_path / "w", announce=False) as ws, \
+            Workspace.open(tmp_path / "w", config=PLAIN, announce=False) as plain:
+        a, _ = _fill(ws)
+        assert _same_hits(ws, plain, a)
+        ws.memory.store("k3", "moved to another agent", namespace="ns1", agent_id="other")   # content and agent change
+        ws.memory.store("k4", _texts(5)[4], namespace="ns0", agent_id="ag")               # agent only: no vec0 rewrite
+        assert ws.memory.stats() == {"memory": 201, "fts": 201, "vector": 201}
+        assert _same_hits(ws, plain, a)
+        own = {r.key for r in plain.memory.search("note", "vector", agent_id="ag", include_shared=False, limit=200)}
+        assert "k4" in own and "k3" not in own
+
+
+def test_databases_with_vec0_metadata_columns_keep_working(tmp_path):
+    """A database made before the lean layout (namespace/session/agent in vec0) is written and searched as before."""
+    folder = tmp_path / "w"
+    with Workspace.open(folder, announce=False) as ws:
+        d = ws.memory.index.dimensions
+        ws.db.execute("DROP TABLE memory_vec")
+        ws.db.execute("CREATE VIRTUAL TABLE memory_vec USING vec0(rid integer primary key, embedding"
+                      f" float[{d}] distance_metric=cosine, namespace text, session text, agent text,"
+                      " chunk_size=256)")
+    with Workspace.open(folder, announce=False) as ws, \
+            Workspace.open(folder, config=PLAIN, announce=False) as plain:
+        assert ws.memory.index.meta_cols(ws.db.conn) is True
+        a, _ = _fill(ws)
+        ws.memory.store("k4", _texts(5)[4], namespace="ns0", agent_id="other")   # agent change rewrites the vec0 metadata
+        assert ws.db.query("SELECT agent FROM memory_vec v JOIN memory m ON m.rid = v.rid"
+                           " WHERE m.key = 'k4'")[0][0] == "other"
+        assert ws.memory.stats() == {"memory": 201, "fts": 201, "vector": 201}
+        assert _same_hits(ws, plain, a)
+
+
+@pytest.mark.parametrize("n", [63, 64, 500])
+def test_store_many_around_the_bulk_threshold(tmp_path, n):
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store_many([(f"k{i}", t) for i, t in enumerate(_texts(n))])
+        ws.memory.store_many([(f"k{i}", t + " changed") for i, t in enumerate(_texts(n))])
+        assert ws.memory.stats() == {"memory": n, "fts": n, "vector": n}
+        assert ws.memory.search('"comets and item2"', "fts", limit=1)[0].content.endswith("changed")
+        assert [r.key for r in ws.memory.search("kett*", "fts", limit=3)]
+        assert ws.db.query("PRAGMA integrity_check")[0][0] == "ok"
+        assert ws.db.query("SELECT count(*) FROM memory_vec_rowids")[0][0] == n
