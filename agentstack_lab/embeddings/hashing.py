@@ -115,6 +115,8 @@ _PUNCT_RANGES = ((0x80, 0xBF), (0xD7, 0xD7), (0xF7, 0xF7), (0x2000, 0x2BFF), (0x
 
 def _is_word(x: np.ndarray) -> np.ndarray:
     """Word characters: ASCII alphanumerics and ``_``, and non-ASCII outside punctuation/symbol blocks."""
+    if len(x) == 0 or x.max() < 128:   # plain ASCII (the common case): one table lookup
+        return _ASCII_WORD[x]
     out = x >= 128
     out[~out] = _ASCII_WORD[x[~out]]
     for lo, hi in _PUNCT_RANGES:

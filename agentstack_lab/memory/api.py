@@ -39,6 +39,7 @@ __all__ = ["Memory", "Entry", "SearchResult", "MemoryValidationError", "SearchMo
 
 SearchMode = Literal["hybrid", "fts", "vector"]
 MAX_KEY = 1024
+_FIELDS = frozenset({"key", "content", "namespace", "agent_id", "tags", "metadata"})
 BULK_ROWS = 64   # from this many new rows on, store_many indexes FTS in one statement
 _COLS = "m.rid, m.id, m.key, m.namespace, m.content, m.content_hash, m.metadata, m.agent_id, m.version," \
         " m.created_at, m.updated_at, (SELECT json_group_array(tag) FROM memory_tags t WHERE t.memory_rid = m.rid)"
@@ -88,6 +89,11 @@ class SearchResult:
         return {"key": self.key, "namespace": self.namespace, "content": self.content, "score": self.score,
                 "snippet": self.snippet, "matched": sorted(self.matched), "agent_id": self.agent_id,
                 "metadata": dict(self.metadata), "scores": dict(self.scores)}
+
+
+def _at(index: int | None) -> str:
+    """``"item 3: "`` for errors about one item of a ``store_many`` batch."""
+    return "" if index is None else f"item {index}: "
 
 
 def content_hash(content: str) -> str:
@@ -195,36 +201,36 @@ class Memory:
         return ns
 
     def _item(self, key: Any, content: Any, namespace: str | None, agent_id: Any, tags: Any,
-              metadata: Any, where: str = "") -> _Item:
+              metadata: Any, index: int | None = None) -> _Item:
         if not isinstance(key, str) or not key.strip():
-            raise MemoryValidationError(f"{where}key must be a non-empty string, got {key!r}")
+            raise MemoryValidationError(f"{_at(index)}key must be a non-empty string, got {key!r}")
         if len(key) > MAX_KEY:
-            raise MemoryValidationError(f"{where}key is {len(key)} characters; the limit is {MAX_KEY}")
+            raise MemoryValidationError(f"{_at(index)}key is {len(key)} characters; the limit is {MAX_KEY}")
         if not isinstance(content, str):
-            raise MemoryValidationError(f"{where}content must be a string, got {type(content).__name__}")
+            raise MemoryValidationError(f"{_at(index)}content must be a string, got {type(content).__name__}")
         if agent_id is None and self.context is not None:
             agent_id = self.context.agent_id
         if agent_id is not None and (not isinstance(agent_id, str) or not agent_id):
-            raise MemoryValidationError(f"{where}agent_id must be a non-empty string or None, got {agent_id!r}")
+            raise MemoryValidationError(f"{_at(index)}agent_id must be a non-empty string or None, got {agent_id!r}")
         if tags is not None:
             if isinstance(tags, str) or not all(isinstance(t, str) and t for t in tags):
-                raise MemoryValidationError(f"{where}tags must be a list of non-empty strings, got {tags!r}")
+                raise MemoryValidationError(f"{_at(index)}tags must be a list of non-empty strings, got {tags!r}")
             tags = sorted(set(tags))
         meta_json = None
         if metadata is not None:
             if not isinstance(metadata, Mapping):
-                raise MemoryValidationError(f"{where}metadata must be a dict, got {type(metadata).__name__}")
+                raise MemoryValidationError(f"{_at(index)}metadata must be a dict, got {type(metadata).__name__}")
             try:
                 meta_json = json.dumps(dict(metadata))
             except (TypeError, ValueError) as exc:
-                raise MemoryValidationError(f"{where}metadata is not JSON-serialisable: {exc}") from None
+                raise MemoryValidationError(f"{_at(index)}metadata is not JSON-serialisable: {exc}") from None
         ns = self._ns_ok.get(namespace)
         if ns is None:
             ns = self._namespace(namespace, "write")
             if len(self._ns_ok) < 256:
                 self._ns_ok[namespace] = ns
         if self.context is not None and self.context.agent_id and agent_id != self.context.agent_id:
-            raise MemoryValidationError(f"{where}agent {self.context.agent_id!r} cannot write as agent {agent_id!r}")
+            raise MemoryValidationError(f"{_at(index)}agent {self.context.agent_id!r} cannot write as agent {agent_id!r}")
         return _Item(key, content, ns, agent_id, tags, meta_json, content_hash(content))
 
     # --- writes -------------------------------------------------------------------------------------
@@ -250,17 +256,16 @@ class Memory:
         """
         parsed: dict[tuple[str, str], _Item] = {}
         for i, raw in enumerate(items):
-            where = f"item {i}: "
             if isinstance(raw, Mapping):
-                unknown = set(raw) - {"key", "content", "namespace", "agent_id", "tags", "metadata"}
-                if unknown:
-                    raise MemoryValidationError(f"{where}unknown field(s) {sorted(unknown)}")
-                it = self._item(raw.get("key"), raw.get("content"), raw.get("namespace", namespace),
-                                raw.get("agent_id", agent_id), raw.get("tags"), raw.get("metadata"), where)
+                if not _FIELDS.issuperset(raw):
+                    raise MemoryValidationError(f"item {i}: unknown field(s) {sorted(set(raw) - _FIELDS)}")
+                get = raw.get
+                it = self._item(get("key"), get("content"), get("namespace", namespace), get("agent_id", agent_id),
+                                get("tags"), get("metadata"), i)
             elif isinstance(raw, (tuple, list)) and len(raw) == 2:
-                it = self._item(raw[0], raw[1], namespace, agent_id, None, None, where)
+                it = self._item(raw[0], raw[1], namespace, agent_id, None, None, i)
             else:
-                raise MemoryValidationError(f"{where}expected a dict or a (key, content) pair, got {raw!r:.80}")
+                raise MemoryValidationError(f"item {i}: expected a dict or a (key, content) pair, got {raw!r:.80}")
             parsed[(it.namespace, it.key)] = it
         return self._write(list(parsed.values()))
 
@@ -342,14 +347,18 @@ class Memory:
         if not new:
             return first
         base = f"{time.time_ns() // 1000:013x}{secrets.token_hex(3)}"   # time-ordered ids append to the index
-        rows = [(first + i, f"{base}{i:07x}", it.key, it.namespace, it.content, it.hash, it.meta_json or "{}",
-                 it.agent_id, now, now) for i, it in enumerate(new)]
         bulk = len(new) >= BULK_ROWS
         triggers = _INSERT_TRIGGERS.get(conn) if bulk else []
         for name, _ in triggers:
             conn.execute(f"DROP TRIGGER {name}")
-        conn.executemany("INSERT INTO memory (rid, id, key, namespace, content, content_hash, metadata, agent_id,"
-                         " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        # one statement over a JSON array rather than executemany: SQLite then works without the GIL
+        # while the embedder thread runs, instead of taking it back for every row's parameters
+        payload = json.dumps([(it.key, it.namespace, it.content, it.hash, it.meta_json or "{}", it.agent_id)
+                              for it in new], ensure_ascii=False)
+        conn.execute("INSERT INTO memory (rid, id, key, namespace, content, content_hash, metadata, agent_id,"
+                     " created_at, updated_at) SELECT ?1 + j.key, ?2 || printf('%07x', j.key), j.value ->> 0,"
+                     " j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, ?3, ?3"
+                     " FROM json_each(?4) j", (first, base, now, payload))
         if bulk:
             last = first + len(new) - 1
             conn.execute("INSERT INTO memory_fts (rowid, key, content) SELECT rid, key, content FROM memory"
