@@ -26,6 +26,8 @@ import numpy as np  # noqa: E402
 from agentstack_lab.config import Config  # noqa: E402
 from agentstack_lab.workspace import Workspace  # noqa: E402
 
+BATCH = 10_000   # entries per store_many call
+
 
 def corpus(n: int, seed: int = 0) -> list[str]:
     """Synthetic notes: 20-30 words from a Zipf-distributed 30k-word vocabulary (deterministic)."""
@@ -88,8 +90,8 @@ def bench(n: int, n_queries: int, folder: Path) -> dict:
         mem = ws.memory
         items = [{"key": f"doc-{i}", "content": d} for i, d in enumerate(docs)]
         t, cpu = time.perf_counter(), time.thread_time()
-        for i in range(0, n, 10_000):   # 10k entries per store_many call (one transaction each)
-            mem.store_many(items[i:i + 10_000])
+        for i in range(0, n, BATCH):   # BATCH entries per store_many call (one transaction each)
+            mem.store_many(items[i:i + BATCH])
         res["insert_s"] = time.perf_counter() - t
         res["insert_rate"] = n / res["insert_s"]
         res["insert_main_cpu_rate"] = n / (time.thread_time() - cpu)   # the calling thread's CPU only
@@ -180,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{os.cpu_count()} CPUs; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min)")
     print(report(results))
     print("\nvector/hybrid/FTS times are end to end through Memory.search (query embedding, filters, row fetch);"
-          " numpy and sqlite-vec times are the bare top-10 over pre-embedded queries. store_many: wall-clock rate;"
+          " numpy and sqlite-vec times are the bare top-10 over pre-embedded queries. store_many: wall-clock rate over"
+          f" calls of {BATCH:,} entries each (one transaction per call, fresh keys);"
           " in brackets the rate the calling thread's CPU time allows (the embedder runs in a second thread).")
     return 0
 
