@@ -80,3 +80,17 @@ def test_session_end_removes_exactly_its_namespace(ws):
         ws.sessions.end(s1.id)
     with pytest.raises(SessionError, match="no session"):
         ws.sessions.end("nope")
+
+
+def test_agent_view_cannot_read_history_or_purge_another_agents_entries(ws):
+    s = ws.sessions.start("agents")
+    x, y = ws.memory.scoped(s.id, agent_id="x"), ws.memory.scoped(s.id, agent_id="y")
+    x.store("plan", "first draft")
+    x.store("plan", "second draft")
+    y.store("mine", "y's note")
+    ws.memory.scoped(s.id).store("common", "shared in the session")
+    assert [v["content"] for v in x.history("plan")] == ["first draft"]
+    assert y.get("plan") is None and y.history("plan") == []   # history is as private as the entry
+    assert y.delete_namespace(s.namespace) == 2                 # its own entry and the shared one
+    assert x.get("plan").content == "second draft" and y.get("mine") is None
+    assert ws.memory.scoped(s.id).get("common") is None

@@ -410,13 +410,18 @@ class Memory:
     def delete_namespace(self, namespace: str) -> int:
         """Delete every entry of ``namespace`` (and everything hanging off them); returns the count."""
         ns = self._namespace(namespace, "delete")
+        agent = self.context.agent_id if self.context is not None else None
         with self.db.transaction() as conn:
-            return self._purge(conn, ns)
+            return self._purge(conn, ns, agent)
 
-    def _purge(self, conn: Any, namespace: str) -> int:
-        rids = [r[0] for r in conn.execute("SELECT rid FROM memory WHERE namespace = ?", (namespace,))]
+    def _purge(self, conn: Any, namespace: str, agent_id: str | None = None) -> int:
+        """Delete the entries of ``namespace`` (only ``agent_id``'s and shared ones when given)."""
+        where, params = "namespace = ?", [namespace]
+        if agent_id is not None:   # an agent view deletes what delete() would let it delete, no more
+            where, params = where + " AND (agent_id IS NULL OR agent_id = ?)", [namespace, agent_id]
+        rids = [r[0] for r in conn.execute(f"SELECT rid FROM memory WHERE {where}", params)]
         self.index.remove(conn, rids)
-        conn.execute("DELETE FROM memory WHERE namespace = ?", (namespace,))
+        conn.execute(f"DELETE FROM memory WHERE {where}", params)
         return len(rids)
 
     # --- reads --------------------------------------------------------------------------------------
@@ -486,6 +491,8 @@ class Memory:
     def history(self, key: str, *, namespace: str | None = None) -> builtins.list[dict[str, Any]]:
         """Previous versions of an entry (oldest first), kept when its content changed."""
         ns = self._namespace(namespace, "read")
+        if self.get(key, namespace=ns) is None:   # absent, or another agent's entry (see get())
+            return []
         rows = self.db.query("SELECT v.version, v.content, v.updated_at FROM memory_versions v JOIN memory m"
                              " ON m.rid = v.memory_rid WHERE m.namespace = ? AND m.key = ? ORDER BY v.version",
                              (ns, key))
