@@ -133,11 +133,13 @@ class Database:
         self._local.depth = 1
         try:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
             _retry(lambda: conn.execute("COMMIT"))
+        except BaseException:
+            # also when COMMIT itself fails (a deferred constraint, busy past the retries): never leave
+            # the transaction open; SQLite may already have rolled back (then ROLLBACK would mask the error)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
         finally:
             self._local.depth = 0
 
