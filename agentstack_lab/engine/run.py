@@ -225,6 +225,7 @@ class AgentRun:
         unsubscribe = self.subscribe(queue.put_nowait, replay=True)
         self.start()
         assert self._task is not None
+        getter: asyncio.Future[OutboundEvent] | None = None
         try:
             while True:
                 if queue.empty() and self._task.done():
@@ -236,6 +237,8 @@ class AgentRun:
                 else:
                     getter.cancel()
         finally:
+            if getter is not None:
+                getter.cancel()  # the consumer was cancelled while waiting: no getter left pending
             unsubscribe()
             if not self._task.done():
                 self.stop(reason="the event consumer went away")
@@ -534,10 +537,11 @@ class AgentRun:
         except HeadlessQueryError as exc:
             if self._failure is None:
                 self._failure, self.error = exc, str(exc)
-            self._finish(node, "failed", error=str(exc))
             root = self.nodes[self.id]
             if root is not node:
                 self._stop_subtree(root, f"run failed: {exc}")
+            await self._settle_children(node, f"run failed: {exc}")
+            self._finish(node, "failed", error=str(exc))
             return
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
@@ -557,6 +561,10 @@ class AgentRun:
         if tasks:
             with contextlib.suppress(BaseException):
                 await asyncio.gather(*tasks, return_exceptions=True)
+        for k in kids:  # a child cancelled before its first step never ran its own handler
+            for n in self._subtree(k):
+                if not n.terminal:
+                    self._finish(n, "stopped", error=n.stop_reason or reason)
 
     def _start_session(self) -> None:
         if self.session_id is not None:

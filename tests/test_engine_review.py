@@ -1,0 +1,85 @@
+"""Regression tests from the pre-release review of the engine, providers and notebook layers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentstack_lab.engine import AgentRun, HeadlessQueryError, RunOptions
+from agentstack_lab.engine.executors import LiveKernelExecutor
+from agentstack_lab.events import AgentCompleted, ErrorEvent
+from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
+from agentstack_lab.workspace import Workspace
+from tests.test_engine import brain, check_event_order, last_tool_result
+
+
+@pytest.fixture
+def ws(tmp_path):
+    w = Workspace.open(tmp_path / "proj", announce=False)
+    yield w
+    w.close()
+
+
+async def test_headless_failure_settles_the_children_before_the_agent_ends(ws):
+    """A headless failure ends the failing agent's subtree first, like any other failure."""
+
+    async def main(req):
+        if req.metadata["prompt"] == "slow child":
+            await asyncio.sleep(30)
+            return "never"
+        await asyncio.sleep(0.1)  # the child is running when the root needs its approval
+        return [tool_call("python", {"code": "1"})] if last_tool_result(req) is None else "ok"
+
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(subs={"q": [("slow child", "researcher")]},
+                                                                      main=main)),
+                   options=RunOptions(interactive=False), executor=LiveKernelExecutor(namespace={}))
+    with pytest.raises(HeadlessQueryError):
+        await asyncio.wait_for(run.wait(), 10)
+    by_agent = check_event_order(run.events)
+    child_id = run.nodes[run.id].subagents[0]
+    assert run.nodes[child_id].status == "stopped" and run.status == "failed"
+    ends = [i for i, e in enumerate(run.events) if isinstance(e, AgentCompleted | ErrorEvent)]
+    assert [run.events[i].agent_id for i in ends] == [child_id, run.id]
+    assert len(by_agent) == 2
+
+
+async def test_a_child_cancelled_before_it_started_is_stopped_before_its_parent_ends(ws):
+    """The root fails at once (headless approval) while its child has not run a step yet."""
+    main = lambda req: [tool_call("python", {"code": "1"})] if last_tool_result(req) is None else "ok"  # noqa: E731
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(subs={"q": [("child", "researcher")]},
+                                                                      main=main)),
+                   options=RunOptions(interactive=False), executor=LiveKernelExecutor(namespace={}))
+    with pytest.raises(HeadlessQueryError):
+        await asyncio.wait_for(run.wait(), 10)
+    child_id = run.nodes[run.id].subagents[0]
+    ends = [e.agent_id for e in run.events if isinstance(e, AgentCompleted | ErrorEvent)]
+    assert ends == [child_id, run.id] and run.nodes[child_id].status == "stopped"
+
+
+async def test_cancelled_stream_consumer_leaves_no_pending_getter(ws):
+    """Cancelling a task that iterates ``run.stream()`` cancels its internal queue getter too."""
+    started = asyncio.Event()
+
+    async def main(req):
+        started.set()
+        await asyncio.sleep(30)
+
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)),
+                   options=RunOptions(auto_approve=True, final_question=False), executor=LiveKernelExecutor(namespace={}))
+
+    async def consume():
+        async for _ in run.stream():
+            pass
+
+    before = asyncio.all_tasks()
+    consumer = asyncio.create_task(consume())
+    await asyncio.wait_for(started.wait(), 10)
+    await asyncio.sleep(0.05)  # the consumer has drained the queue and is parked in asyncio.wait
+    consumer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await consumer
+    await asyncio.wait_for(run.wait(raise_on_error=False), 10)
+    await asyncio.sleep(0)
+    leftover = [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()]
+    assert leftover == [], leftover
