@@ -77,7 +77,8 @@ async def _start_once(kernel_name: str, cwd: str | None, zygote: Any, startup_ti
         with os.fdopen(fd, "wb") as out:
             await km.start_kernel(cwd=cwd or os.getcwd(), stdout=out, stderr=out)
     except BaseException:
-        Path(log).unlink(missing_ok=True)
+        # the process may be running already (a failure or Ctrl-C after the launch): stop it too
+        await discard_kernel(KernelLease(km=km, kc=None, kernel_name=kernel_name, log=log))
         raise
     kc = km.client()
     kc.start_channels()

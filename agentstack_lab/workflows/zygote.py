@@ -150,9 +150,13 @@ class Zygote:
         self._proc = subprocess.Popen([*self.interpreter, "-m", "agentstack_lab.workflows.zygote"],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                       text=True, env=env, bufsize=1)
-        line = self._readline(timeout)
-        if not line.get("ready"):
-            raise ZygoteError(f"zygote did not start: {line}")
+        try:
+            line = self._readline(timeout)
+            if not line.get("ready"):
+                raise ZygoteError(f"zygote did not start: {line}")
+        except BaseException:
+            self.close()   # never leave a half-started template (or its zombie) behind
+            raise
         return self
 
     def _readline(self, timeout: float) -> dict[str, Any]:
@@ -167,7 +171,10 @@ class Zygote:
         text = self._proc.stdout.readline()
         if not text:
             raise ZygoteError(f"zygote exited (code {self._proc.poll()})")
-        return json.loads(text)
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise ZygoteError(f"zygote answered with something else than JSON: {text.strip()[:200]!r}") from None
 
     @property
     def alive(self) -> bool:
