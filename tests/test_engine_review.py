@@ -83,3 +83,18 @@ async def test_cancelled_stream_consumer_leaves_no_pending_getter(ws):
     await asyncio.sleep(0)
     leftover = [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()]
     assert leftover == [], leftover
+
+
+async def test_live_executor_timeout_is_a_code_error_not_an_agent_failure():
+    """A live run past its timeout comes back as an error result (as in the subprocess executor)."""
+    ns: dict = {}
+    ex = LiveKernelExecutor(namespace=ns, timeout=0.3)
+    res = await ex.run("import time\nfor i in range(1000):\n    n = i\n    time.sleep(0.01)")
+    assert res.error is not None and res.error.startswith("TimeoutError: code ran longer than 0.3s")
+    for _ in range(100):  # the worker thread was interrupted, not left running
+        if not [t for t in __import__("threading").enumerate() if t.name.startswith("agentstack-code")]:
+            break
+        await asyncio.sleep(0.02)
+    n = ns["n"]
+    await asyncio.sleep(0.1)
+    assert ns["n"] == n < 999

@@ -266,9 +266,12 @@ class LiveKernelExecutor(Executor):
         thread.start()
         try:
             return await asyncio.wait_for(asyncio.shield(done), self.timeout)
-        except (asyncio.CancelledError, TimeoutError):
+        except asyncio.CancelledError:
             self._interrupt(thread)
             raise
+        except TimeoutError:  # like the subprocess executor: the model sees it, the agent goes on
+            self._interrupt(thread)
+            return ExecResult(error=f"TimeoutError: code ran longer than {self.timeout:g}s and was interrupted")
 
     @staticmethod
     def _interrupt(thread: threading.Thread) -> None:
