@@ -98,3 +98,18 @@ async def test_live_executor_timeout_is_a_code_error_not_an_agent_failure():
     n = ns["n"]
     await asyncio.sleep(0.1)
     assert ns["n"] == n < 999
+
+
+def test_magic_options_merge_the_line_over_the_agents_config(tmp_path):
+    """``%agent`` flags win; anything not given comes from the workspace's ``agents`` config."""
+    from agentstack_lab.notebook.args import parse_agent_line
+    from agentstack_lab.notebook.magics import _options
+
+    w = Workspace.open(tmp_path / "cfg", announce=False)
+    try:
+        w.config.agents.max_depth, w.config.agents.auto_approve = 1, True
+        opts = _options(parse_agent_line("--max-children 2 --wait q"), w)
+        assert (opts.max_depth, opts.max_children, opts.auto_approve, opts.interactive) == (1, 2, True, False)
+        assert _options(parse_agent_line("--max-depth 0 q"), w).max_depth == 0
+    finally:
+        w.close()

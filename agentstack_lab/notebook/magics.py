@@ -110,25 +110,14 @@ def _check_names(args: AgentArgs, workspace: Any, namespace: dict[str, Any]) -> 
 
 
 def _options(args: AgentArgs, workspace: Any) -> Any:
+    """The line's options over the workspace's ``agents`` config (the one merge ``RunOptions.coerce`` does)."""
     from agentstack_lab.engine import RunOptions
 
-    cfg = workspace.config.agents
-
-    def pick(value: Any, default: Any) -> Any:
-        return default if value is None else value
-
-    return RunOptions(
-        max_depth=pick(args.max_depth, cfg.max_depth),
-        max_children=pick(args.max_children, cfg.max_children),
-        max_agents=pick(args.max_agents, cfg.max_agents),
-        max_tokens=pick(args.max_tokens, cfg.max_tokens),
-        timeout_s=pick(args.timeout, cfg.timeout_s),
-        auto_approve=args.auto_approve or cfg.auto_approve,
-        subagents=args.subagents,
-        interactive=not args.wait,
-        answers=dict(args.answers),
-        executor=args.executor or cfg.executor,
-    )
+    given = {"max_depth": args.max_depth, "max_children": args.max_children, "max_agents": args.max_agents,
+             "max_tokens": args.max_tokens, "timeout_s": args.timeout, "executor": args.executor,
+             "auto_approve": args.auto_approve or None}
+    return RunOptions.coerce({**{k: v for k, v in given.items() if v is not None}, "subagents": args.subagents,
+                              "interactive": not args.wait, "answers": dict(args.answers)}, workspace.config)
 
 
 def _running_loop() -> Any:
