@@ -189,7 +189,7 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
             options["timeout_s"] = timeout
         ws = cli._ws(ctx)
         if session:
-            ws.sessions.status(session)
+            ws.sessions.require_active(session)
         run = asyncio.run(_run(prompt, ws=ws, agent_type=agent_type, provider=provider, model=model,
                                options=options, session=session, as_json=as_json))
     if as_json:

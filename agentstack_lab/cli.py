@@ -85,7 +85,7 @@ def _ws(ctx: typer.Context):
 def _memory(ctx: typer.Context, session: str | None, agent: str | None = None):
     ws = _ws(ctx)
     if session:
-        ws.sessions.status(session)  # unknown session -> clear error
+        ws.sessions.require_active(session)  # unknown or ended session -> clear error
         return ws.memory.scoped(session, agent_id=agent)
     return ws.memory
 

@@ -108,3 +108,16 @@ def test_config_validate_json(workdir):
     assert json.loads(ok("config", "validate", "--json"))["file"].endswith("agentstack.config.json")
     result = run("config", "validate", "--json", str(workdir / "missing.json"))
     assert result.exit_code == 1 and result.stderr.strip().endswith("missing.json: no such file")
+
+
+def test_ended_session_takes_no_new_entries_via_cli(workdir):
+    sid = ok("session", "start").strip()
+    ok("session", "end", sid)
+    result = run("memory", "store", "late", "written after the end", "--session", sid)
+    assert result.exit_code == 1 and "has ended" in result.stderr
+    result = run("agent", "run", "hi", "--session", sid)
+    assert result.exit_code == 1 and "has ended" in result.stderr
+    from agentstack_lab.workspace import Workspace
+
+    with Workspace.open(announce=False) as ws:   # nothing was left in the ended session's namespace
+        assert ws.db.query("SELECT count(*) FROM memory WHERE namespace = ?", (f"session:{sid}",))[0][0] == 0

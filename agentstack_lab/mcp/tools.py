@@ -199,12 +199,7 @@ class Toolbox:
 
     # --- memory ------------------------------------------------------------------------------------
     def _active_session(self, session_id: str) -> Any:
-        from agentstack_lab.memory import SessionError
-
-        s = self.ws.sessions.status(session_id)
-        if s.status != "active":
-            raise SessionError(f"session {session_id!r} has ended; start a new one")
-        return s
+        return self.ws.sessions.require_active(session_id)
 
     def _memory(self, session_id: str | None, agent_id: str | None = None) -> Any:
         if session_id is None:

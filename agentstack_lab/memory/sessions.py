@@ -92,6 +92,13 @@ class Sessions:
     def status(self, session_id: str) -> Session:
         return self._session(self._row(session_id))
 
+    def require_active(self, session_id: str) -> Session:
+        """The session, if it exists and is active: an ended session's namespace takes no new entries."""
+        s = self.status(session_id)
+        if s.status != "active":
+            raise SessionError(f"session {session_id!r} has ended; start a new one")
+        return s
+
     def get(self, session_id: str) -> Session | None:
         try:
             return self.status(session_id)
