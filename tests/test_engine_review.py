@@ -9,6 +9,7 @@ import pytest
 from agentstack_lab.engine import AgentRun, HeadlessQueryError, RunOptions
 from agentstack_lab.engine.executors import LiveKernelExecutor
 from agentstack_lab.events import AgentCompleted, ErrorEvent
+from agentstack_lab.providers.base import UsageEvent
 from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
 from agentstack_lab.workspace import Workspace
 from tests.test_engine import brain, check_event_order, last_tool_result
@@ -113,3 +114,39 @@ def test_magic_options_merge_the_line_over_the_agents_config(tmp_path):
         assert _options(parse_agent_line("--max-depth 0 q"), w).max_depth == 0
     finally:
         w.close()
+
+
+
+class _Metered:
+    """Wraps a provider and adds up every usage event it streams."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.total = inner, inner.name, [0, 0]
+
+    async def stream(self, request):
+        async for ev in self.inner.stream(request):
+            if isinstance(ev, UsageEvent):
+                self.total[0] += ev.input_tokens
+                self.total[1] += ev.output_tokens
+            yield ev
+
+
+async def test_a_skipped_structured_step_still_charges_its_tokens(ws):
+    """Both failed attempts of a structured step were billed: the tree's usage is every token streamed."""
+    steps = []
+    plain = brain()
+
+    async def fn(req):
+        steps.append(req.metadata["step"])
+        if req.metadata["step"] == "subquestions":
+            return {"subquestions": "not a list"}
+        return await plain(req)
+
+    provider = _Metered(ScriptedProvider(fn))
+    run = AgentRun("q", workspace=ws, provider=provider,
+                   options=RunOptions(auto_approve=True, final_question=False), executor=LiveKernelExecutor(namespace={}))
+    await run
+    assert steps.count("subquestions") == 2
+    assert any("subquestions step skipped" in n for n in run.nodes[run.id].metadata["notes"])
+    own = run.tree["ownUsage"]
+    assert [own["input_tokens"], own["output_tokens"]] == provider.total and provider.total[0] > 0

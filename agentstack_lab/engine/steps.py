@@ -20,14 +20,10 @@ from agentstack_lab.providers.base import (
     Completion,
     Message,
     ProviderRequest,
-    StopEvent,
     TextBlock,
-    TextDeltaEvent,
     ToolUseBlock,
-    ToolUseEvent,
-    UsageEvent,
 )
-from agentstack_lab.providers.complete import StructuredOutputError, structured
+from agentstack_lab.providers.complete import StructuredOutputError, complete, structured
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.run import AgentRun
@@ -101,6 +97,8 @@ async def _structured(run: AgentRun, node: AgentNode, step: str, schema: type[Ba
     try:
         value, completion = await structured(run.provider, _request(run, node, step, messages), schema)
     except StructuredOutputError as exc:
+        if exc.usage.input_tokens or exc.usage.output_tokens:
+            run.charge(node, exc.usage)  # the failed attempts count against the budget too
         run.note(node, f"{step} step skipped: {exc}")
         return schema.model_validate({"needs_clarification": False, "has_question": False, "subquestions": []})
     run.charge(node, completion.usage)
@@ -108,24 +106,12 @@ async def _structured(run: AgentRun, node: AgentNode, step: str, schema: type[Ba
 
 
 async def _stream(run: AgentRun, node: AgentNode, request: ProviderRequest) -> Completion:
-    out = Completion()
-    parts: list[str] = []
-    usage_seen = False
-    async for ev in run.provider.stream(request):
-        if isinstance(ev, TextDeltaEvent):
-            if ev.text:
-                parts.append(ev.text)
-                node.content += ev.text
-                run.emit(TextDelta(agent_id=node.id, delta=ev.text))
-        elif isinstance(ev, ToolUseEvent):
-            out.tool_calls.append(ev)
-        elif isinstance(ev, UsageEvent):
-            out.usage.add(ev)
-            usage_seen = True
-        elif isinstance(ev, StopEvent):
-            out.stop_reason = ev.reason
-    out.text = "".join(parts)
-    if usage_seen:
+    def on_text(text: str) -> None:
+        node.content += text
+        run.emit(TextDelta(agent_id=node.id, delta=text))
+
+    out = await complete(run.provider, request, on_text)
+    if out.usage.input_tokens or out.usage.output_tokens:
         run.charge(node, out.usage)
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -21,6 +22,7 @@ from agentstack_lab.providers.base import (
     ToolSpec,
     ToolUseBlock,
     ToolUseEvent,
+    Usage,
     UsageEvent,
 )
 
@@ -31,16 +33,26 @@ STRUCTURED_TOOL = "respond"
 
 
 class StructuredOutputError(ProviderError):
-    """The model's reply did not match the requested schema, even after one retry."""
+    """The model's reply did not match the requested schema, even after one retry.
+
+    ``usage`` is what the failed attempts used (they were billed all the same).
+    """
+
+    def __init__(self, message: str, usage: Usage | None = None):
+        super().__init__(message)
+        self.usage = usage or Usage()
 
 
-async def complete(provider: Provider, request: ProviderRequest) -> Completion:
-    """Run a request and gather the whole stream."""
+async def complete(provider: Provider, request: ProviderRequest,
+                   on_text: Callable[[str], Any] | None = None) -> Completion:
+    """Run a request and gather the whole stream; ``on_text(delta)`` sees the text as it streams."""
     out = Completion()
     parts: list[str] = []
     async for ev in provider.stream(request):
         if isinstance(ev, TextDeltaEvent):
             parts.append(ev.text)
+            if on_text is not None and ev.text:
+                on_text(ev.text)
         elif isinstance(ev, ToolUseEvent):
             out.tool_calls.append(ev)
         elif isinstance(ev, UsageEvent):
@@ -95,4 +107,5 @@ async def structured(provider: Provider, request: ProviderRequest, schema: type[
                                    f"Call the {STRUCTURED_TOOL} tool with valid input.")
             req = dataclasses.replace(req, messages=[*req.messages, assistant, feedback])
     raise StructuredOutputError(f"{getattr(provider, 'name', 'provider')}: reply did not match "
-                                f"{schema.__name__} after a retry: {last_error.splitlines()[0] if last_error else 'empty reply'}")
+                                f"{schema.__name__} after a retry: {last_error.splitlines()[0] if last_error else 'empty reply'}",
+                                total.usage)
