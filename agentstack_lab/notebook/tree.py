@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentstack_lab.agents.spawner import TERMINAL
 from agentstack_lab.events import (
     AgentCompleted,
     AgentState,
@@ -26,7 +27,6 @@ from agentstack_lab.events import (
 __all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "format_elapsed",
            "STATUS_ICONS"]
 
-TERMINAL = frozenset({"completed", "failed", "stopped"})
 STATUS_ICONS = {
     "pending": "○", "running": "◐", "waiting_user": "?", "completed": "✓", "failed": "✗", "stopped": "■",
 }
