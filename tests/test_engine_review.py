@@ -51,8 +51,9 @@ async def test_a_child_cancelled_before_it_started_is_stopped_before_its_parent_
     run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(subs={"q": [("child", "researcher")]},
                                                                       main=main)),
                    options=RunOptions(interactive=False), executor=LiveKernelExecutor(namespace={}))
-    with pytest.raises(HeadlessQueryError):
+    with pytest.raises(HeadlessQueryError) as info:
         await asyncio.wait_for(run.wait(), 10)
+    assert info.value.kind == "approval"
     child_id = run.nodes[run.id].subagents[0]
     ends = [e.agent_id for e in run.events if isinstance(e, AgentCompleted | ErrorEvent)]
     assert ends == [child_id, run.id] and run.nodes[child_id].status == "stopped"

@@ -12,12 +12,18 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, fields
 from typing import Any
 
 from agentstack_lab.agents.registry import AgentRegistry
 from agentstack_lab.engine.executors import Executor, make_executor
 from agentstack_lab.engine.log import EventLog
+from agentstack_lab.engine.options import (
+    AgentFailedError,
+    AgentRunError,
+    BudgetExceededError,
+    HeadlessQueryError,
+    RunOptions,
+)
 from agentstack_lab.engine.state import AgentNode, snapshot_tree
 from agentstack_lab.events import (
     AgentCompleted,
@@ -37,76 +43,6 @@ __all__ = ["AgentRun", "RunOptions", "run_agent", "HeadlessQueryError", "BudgetE
            "AgentFailedError"]
 
 log = logging.getLogger(__name__)
-QUERY_KINDS = ("clarification", "blocking", "approval", "final")
-
-
-class AgentRunError(RuntimeError):
-    """A run (or a forked agent) did not complete."""
-
-
-class HeadlessQueryError(AgentRunError):
-    """A headless run (``interactive=False``) needed an answer nobody gave: it fails closed."""
-
-
-class BudgetExceededError(AgentRunError):
-    """A depth, breadth, agent-count, token or wall-clock budget was hit."""
-
-
-class AgentFailedError(AgentRunError):
-    """The root agent failed (the message is its error)."""
-
-
-@dataclass(kw_only=True)
-class RunOptions:
-    """Limits and behaviour of one run (defaults match the ``agents`` config section)."""
-
-    max_depth: int = 2
-    max_children: int = 4
-    max_agents: int = 16
-    max_tokens: int | None = None
-    timeout_s: float | None = None
-    auto_approve: bool = False
-    subagents: bool = True
-    interactive: bool = True
-    answers: dict[str, Any] = field(default_factory=dict)
-    executor: str = "live"
-    max_turns: int = 8
-    final_question: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("max_depth", "max_children", "max_agents", "max_turns"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name in ("max_agents", "max_turns") else 0):
-                raise ValueError(f"RunOptions.{name} must be a {'positive' if name in ('max_agents', 'max_turns') else 'non-negative'} integer, got {value!r}")
-        if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens <= 0):
-            raise ValueError(f"RunOptions.max_tokens must be a positive integer or None, got {self.max_tokens!r}")
-        if self.timeout_s is not None and (not isinstance(self.timeout_s, int | float) or self.timeout_s <= 0):
-            raise ValueError(f"RunOptions.timeout_s must be > 0 or None, got {self.timeout_s!r}")
-        if self.executor not in ("live", "subprocess"):
-            raise ValueError(f"RunOptions.executor must be 'live' or 'subprocess', got {self.executor!r}")
-        bad = sorted(set(self.answers) - set(QUERY_KINDS))
-        if bad:
-            raise ValueError(f"RunOptions.answers: unknown query kinds {bad}; expected {', '.join(QUERY_KINDS)}")
-
-    @classmethod
-    def coerce(cls, value: Any, config: Any = None) -> RunOptions:
-        """From ``RunOptions``, a dict, or ``None`` (then the workspace's ``agents`` config section)."""
-        if isinstance(value, cls):
-            return value
-        base: dict[str, Any] = {}
-        agents_cfg = getattr(config, "agents", None)
-        if agents_cfg is not None:
-            base = {f.name: getattr(agents_cfg, f.name) for f in fields(cls) if hasattr(agents_cfg, f.name)}
-        if value is not None:
-            if not isinstance(value, dict):
-                raise TypeError(f"options must be RunOptions or a dict, got {type(value).__name__}")
-            unknown = sorted(set(value) - {f.name for f in fields(cls)})
-            if unknown:
-                raise ValueError(f"unknown run options {unknown}; valid: {', '.join(f.name for f in fields(cls))}")
-            base.update(value)
-        return cls(**base)
-
-
 class AgentRun:
     """A recursive agent run; ``await run`` for the result, ``run.tree`` for a snapshot."""
 
@@ -371,7 +307,7 @@ class AgentRun:
             raise HeadlessQueryError(
                 f"agent {node.name} needs an answer to a {kind} query ({prompt!r}) but the run is headless "
                 f"(interactive=False) and none was given; pass answers={{{kind!r}: ...}}"
-                + (" or auto_approve=True" if kind == "approval" else ""))
+                + (" or auto_approve=True" if kind == "approval" else ""), kind)
         query = UserQuery(agent_id=node.id, query_id=str(uuid.uuid4()), kind=kind, prompt=prompt,  # type: ignore[arg-type]
                           options=dict(options or {}))
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
