@@ -151,3 +151,17 @@ async def test_a_skipped_structured_step_still_charges_its_tokens(ws):
     assert any("subquestions step skipped" in n for n in run.nodes[run.id].metadata["notes"])
     own = run.tree["ownUsage"]
     assert [own["input_tokens"], own["output_tokens"]] == provider.total and provider.total[0] > 0
+
+
+def test_tree_status_comes_from_agent_state_not_from_the_error_wording():
+    """An error whose text mentions "stop" is still a failure; a stop is announced by its state."""
+    from agentstack_lab.events import AgentState
+    from agentstack_lab.notebook.tree import TreeState
+
+    t = TreeState()
+    t.extend([AgentState(agent_id="a", state={"status": "running"}),
+              ErrorEvent(agent_id="a", error="RuntimeError: the pump did not stop"),
+              AgentState(agent_id="b", state={"status": "running"}),
+              AgentState(agent_id="b", state={"status": "stopped", "error": "stopped by the user"}),
+              ErrorEvent(agent_id="b", error="stopped by the user")])
+    assert (t.nodes["a"].status, t.nodes["b"].status) == ("failed", "stopped")

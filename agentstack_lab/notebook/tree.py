@@ -179,8 +179,8 @@ class TreeState:
             self._set_status(node, "completed")
         elif isinstance(event, ErrorEvent):
             node.error = event.error
-            if node.status not in TERMINAL:
-                self._set_status(node, "stopped" if "stop" in event.error.lower() else "failed")
+            if node.status not in TERMINAL:  # the engine sends the status first; a bare error is a failure
+                self._set_status(node, "failed")
         else:
             return None
         return agent_id
