@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import fakes_llm
 import pytest
 
 from agentstack_lab.engine import AgentRun, HeadlessQueryError, RunOptions
@@ -13,6 +14,9 @@ from agentstack_lab.providers.base import UsageEvent
 from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
 from agentstack_lab.workspace import Workspace
 from tests.test_engine import brain, check_event_order, last_tool_result
+
+fake_llm_server = fakes_llm.fake_llm_server
+fake_llm = fakes_llm.fake_llm
 
 
 @pytest.fixture
@@ -165,3 +169,23 @@ def test_tree_status_comes_from_agent_state_not_from_the_error_wording():
               AgentState(agent_id="b", state={"status": "stopped", "error": "stopped by the user"}),
               ErrorEvent(agent_id="b", error="stopped by the user")])
     assert (t.nodes["a"].status, t.nodes["b"].status) == ("failed", "stopped")
+
+
+def test_sync_embeds_close_the_sdk_clients_they_open(fake_llm):
+    """``run_sync`` (what the embedders use) closes the SDK client opened on its short-lived loop."""
+    import gc
+    import warnings
+
+    from fakes_llm import API_KEY
+
+    from agentstack_lab.providers.registry import get_provider
+    from agentstack_lab.providers.support import run_sync
+
+    p = get_provider("openai", api_key=API_KEY, base_url=f"{fake_llm.url}/v1", retry_delay=0.001)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            assert len(run_sync(p.embed(["alpha"], dimensions=4))[0]) == 4
+        gc.collect()
+    leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert leaks == []

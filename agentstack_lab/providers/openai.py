@@ -29,7 +29,7 @@ from agentstack_lab.providers.base import (
     ToolUseEvent,
     UsageEvent,
 )
-from agentstack_lab.providers.support import backoff_delay, missing_extra, resolve_key
+from agentstack_lab.providers.support import LoopClients, backoff_delay, missing_extra, resolve_key
 
 try:
     import openai
@@ -98,19 +98,14 @@ class OpenAIProvider:
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
         self.retry_delay = float(retry_delay)
-        self._clients: dict[int, openai.AsyncOpenAI] = {}
+        self._clients = LoopClients(lambda: openai.AsyncOpenAI(
+            api_key=self._key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries))
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
 
     def _client(self) -> openai.AsyncOpenAI:
-        loop = id(asyncio.get_running_loop())
-        client = self._clients.get(loop)
-        if client is None:
-            self._clients = {loop: openai.AsyncOpenAI(api_key=self._key, base_url=self.base_url,
-                                                      timeout=self.timeout, max_retries=self.max_retries)}
-            client = self._clients[loop]
-        return client
+        return self._clients.get()
 
     def _params(self, request: ProviderRequest) -> dict[str, Any]:
         params: dict[str, Any] = {

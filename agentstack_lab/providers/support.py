@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import os
 import random
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from agentstack_lab.providers.base import MissingKeyError
 
 __all__ = ["secret", "resolve_key", "retry_after_seconds", "backoff_delay", "with_retries", "RETRY_STATUSES",
-           "missing_extra", "run_sync"]
+           "missing_extra", "run_sync", "LoopClients", "close_loop_clients"]
 
 T = TypeVar("T")
 
@@ -109,18 +111,53 @@ async def with_retries(
             attempt += 1
 
 
+# SDK clients opened on each loop, so that whoever ends a loop can close them first.
+_OPENED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = weakref.WeakKeyDictionary()
+
+
+class LoopClients:
+    """One SDK client per event loop: httpx clients (and their connections) belong to the loop that opened them."""
+
+    def __init__(self, factory: Callable[[], Any]):
+        self._factory = factory
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+    def get(self) -> Any:
+        """The client of the running loop, created on first use."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = self._factory()
+            _OPENED.setdefault(loop, []).append(client)
+        return client
+
+
+async def close_loop_clients() -> None:
+    """Close the SDK clients opened on the running loop (call it before that loop ends)."""
+    for client in _OPENED.pop(asyncio.get_running_loop(), []):
+        with contextlib.suppress(Exception):
+            await client.close()
+
+
+async def _then_close(coro: Awaitable[T]) -> T:
+    try:
+        return await coro
+    finally:
+        await close_loop_clients()
+
+
 def run_sync(coro: Awaitable[T]) -> T:
     """Run a coroutine to completion from sync code, even inside a running loop (Jupyter).
 
     With no running loop it uses ``asyncio.run``; inside one it runs on a short-lived worker
     thread with its own loop, so sync callers (e.g. embedders used by the memory store) work
-    from notebooks and engine tasks alike.
+    from notebooks and engine tasks alike. SDK clients opened on that loop are closed with it.
     """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)  # type: ignore[arg-type]
+        return asyncio.run(_then_close(coro))
     import concurrent.futures
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentstack-sync") as pool:
-        return pool.submit(asyncio.run, coro).result()  # type: ignore[arg-type]
+        return pool.submit(asyncio.run, _then_close(coro)).result()
