@@ -189,3 +189,20 @@ def test_sync_embeds_close_the_sdk_clients_they_open(fake_llm):
         gc.collect()
     leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert leaks == []
+
+
+async def test_wait_timeout_in_agent_code_names_the_agent(ws):
+    """``wait(h, timeout=...)`` that runs out says which agent is still working, not a bare TimeoutError."""
+    code = "h = fork('slow one')\ntry:\n    wait(h, timeout=0.1)\nexcept TimeoutError as e:\n    msg = str(e)\n"
+
+    async def main(req):
+        if req.metadata["prompt"] == "slow one":
+            await asyncio.sleep(0.5)
+            return "done late"
+        return [tool_call("python", {"code": code})] if last_tool_result(req) is None else "ok"
+
+    ns: dict = {}
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)),
+                   options=RunOptions(auto_approve=True, final_question=False), executor=LiveKernelExecutor(namespace=ns))
+    await asyncio.wait_for(run.wait(), 20)
+    assert ns["msg"].startswith("wait(): agent researcher-") and ns["msg"].endswith("is still running after 0.1s")

@@ -382,7 +382,10 @@ class AgentRun:
                 if node.task is not None:
                     await asyncio.shield(node.task)
 
-            asyncio.run_coroutine_threadsafe(go(), loop).result(timeout)
+            try:
+                asyncio.run_coroutine_threadsafe(go(), loop).result(timeout)
+            except TimeoutError:
+                raise TimeoutError(f"wait(): agent {node.name} is still {node.status} after {timeout:g}s") from None
             if node.status != "completed":
                 raise AgentRunError(f"forked agent {node.name} {node.status}: {node.error}")
             return node.result or ""
