@@ -206,3 +206,20 @@ async def test_wait_timeout_in_agent_code_names_the_agent(ws):
                    options=RunOptions(auto_approve=True, final_question=False), executor=LiveKernelExecutor(namespace=ns))
     await asyncio.wait_for(run.wait(), 20)
     assert ns["msg"].startswith("wait(): agent researcher-") and ns["msg"].endswith("is still running after 0.1s")
+
+
+@pytest.mark.parametrize("line, message", [("--max-agents 0 hi", "max_agents must be a positive integer"),
+                                           ("--timeout -1 hi", "timeout_s must be > 0")])
+def test_agent_magic_out_of_range_option_is_a_usage_error(line, message):
+    """A value argparse accepts but RunOptions refuses is one line (UsageError), not a traceback."""
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "agentstack_lab")
+    try:
+        with pytest.raises(UsageError, match=message):
+            sh.run_line_magic("agent", line)
+    finally:
+        sh.run_line_magic("unload_ext", "agentstack_lab")
+        InteractiveShell.clear_instance()

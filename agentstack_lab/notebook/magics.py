@@ -146,10 +146,13 @@ def build_run(shell: Any, args: AgentArgs, workspace: Any = None) -> Any:
     agent_type, provider = _check_names(args, workspace, namespace)
     from agentstack_lab.engine import AgentRun
 
+    try:
+        options = _options(args, workspace)
+    except (ValueError, TypeError) as exc:  # e.g. --max-agents 0: one line, not a traceback
+        raise _usage(exc) from None
     _install_run_helpers(AgentRun, shell)
     return AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type,
-                    options=_options(args, workspace), model=args.model,
-                    session_id=_session_id(workspace, args.session))
+                    options=options, model=args.model, session_id=_session_id(workspace, args.session))
 
 
 async def _finish(run: Any) -> Any:
