@@ -223,3 +223,23 @@ def test_agent_magic_out_of_range_option_is_a_usage_error(line, message):
     finally:
         sh.run_line_magic("unload_ext", "agentstack_lab")
         InteractiveShell.clear_instance()
+
+
+def test_renaming_an_identity_to_a_taken_name_is_a_clear_error(tmp_path):
+    """``update(display_name=...)`` refuses a taken name like ``create`` does, and changes nothing."""
+    from agentstack_lab.agents.identity import IdentityService
+    from agentstack_lab.agents.registry import AgentRegistry
+    from agentstack_lab.store import Database
+
+    db = Database(tmp_path / "i.db")
+    try:
+        ids = IdentityService(db, AgentRegistry(plugins=False))
+        ids.create("analyst", display_name="Ana")
+        bob = ids.create("coder", display_name="Bob")
+        with pytest.raises(ValueError, match="an identity named 'Ana' already exists"):
+            ids.update(bob.agent_id, display_name="Ana", description="new")
+        after = ids.get(bob.agent_id)
+        assert (after.display_name, after.description, after.version) == ("Bob", None, bob.version)
+        assert ids.update(bob.agent_id, display_name="Bob", description="same name is fine").description
+    finally:
+        db.close()

@@ -84,9 +84,7 @@ class IdentityService:
         agent_id = agent_id or str(uuid.uuid4())
         stamp = now_iso()
         with self.db.transaction() as conn:
-            if display_name and conn.execute("SELECT 1 FROM identities WHERE display_name = ?",
-                                             (display_name,)).fetchone():
-                raise ValueError(f"an identity named {display_name!r} already exists")
+            self._check_name_free(conn, display_name, agent_id)
             conn.execute(
                 "INSERT INTO identities (agent_id, agent_type, status, capabilities, display_name, description,"
                 " metadata, created_at, last_active_at, created_by, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -129,6 +127,7 @@ class IdentityService:
             current = self._row(conn, agent_id)
             if current["status"] == "retired":
                 raise InvalidTransitionError(f"identity {agent_id}: retired identities cannot be updated")
+            self._check_name_free(conn, display_name, agent_id)
             sets = ", ".join(f"{k} = ?" for k in changes)
             values = [json.dumps(v) if k in ("capabilities", "metadata") else v for k, v in changes.items()]
             conn.execute(f"UPDATE identities SET {sets}, version = version + 1, updated_at = ? WHERE agent_id = ?",
@@ -166,6 +165,12 @@ class IdentityService:
         return out
 
     # --- internals --------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_name_free(conn: Any, display_name: str | None, agent_id: str) -> None:
+        if display_name and conn.execute("SELECT 1 FROM identities WHERE display_name = ? AND agent_id != ?",
+                                         (display_name, agent_id)).fetchone():
+            raise ValueError(f"an identity named {display_name!r} already exists")
 
     def _row(self, conn: Any, agent_id: str) -> Any:
         row = conn.execute("SELECT * FROM identities WHERE agent_id = ?", (agent_id,)).fetchone()
