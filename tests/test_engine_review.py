@@ -243,3 +243,18 @@ def test_renaming_an_identity_to_a_taken_name_is_a_clear_error(tmp_path):
         assert ids.update(bob.agent_id, display_name="Bob", description="same name is fine").description
     finally:
         db.close()
+
+
+async def test_an_agent_name_clash_does_not_lose_the_run_log(ws):
+    """Names are unique in ``agents``; a run whose short name is taken still logs every event and row."""
+    from agentstack_lab.agents.spawner import Spawner
+    from agentstack_lab.engine.log import read_events
+
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain()),
+                   options=RunOptions(auto_approve=True, final_question=False), executor=LiveKernelExecutor(namespace={}))
+    squatter = Spawner(ws.db).spawn("researcher", name=f"researcher-{run.id[:8]}")
+    await run
+    assert len(read_events(ws.db, run.id)) == len(run.events)
+    row = Spawner(ws.db).get(run.id)
+    assert row is not None and row.status == "completed" and row.name == f"researcher-{run.id}"
+    assert Spawner(ws.db).get_by_name(f"researcher-{run.id[:8]}").id == squatter.id

@@ -165,7 +165,19 @@ class Spawner:
         """Insert or update engine agent rows (the engine enforces transitions in memory first)."""
         if not rows:
             return
+        rows = self._unique_names(conn, rows)
         sql = (f"INSERT INTO agents ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
                " ON CONFLICT(id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[3:]))
         conn.executemany(sql, [[json.dumps(r.get(c) or {}, default=str) if c == "metadata" else r.get(c)
                                 for c in _COLUMNS] for r in rows])
+
+    @staticmethod
+    def _unique_names(conn: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Rows whose short name (``type-1a2b3c4d``) another agent holds are stored under ``type-<full id>``.
+
+        Names are unique in the table; a clash must not fail the whole batch (and lose its events).
+        """
+        marks = ",".join("?" * len(rows))
+        owner = dict(conn.execute(f"SELECT name, id FROM agents WHERE name IN ({marks})", [r["name"] for r in rows]))
+        return [r if owner.get(r["name"], r["id"]) == r["id"] else {**r, "name": f"{r['type']}-{r['id']}"}
+                for r in rows]
