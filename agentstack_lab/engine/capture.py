@@ -99,9 +99,6 @@ def mentioned_names(code: str) -> set[str]:
         return set()
 
 
-
-
-
 class _StreamRouter:
     """Stands in for sys.stdout/stderr: writes from capturing threads go to their buffer, others pass on."""
 
