@@ -20,7 +20,6 @@ app = typer.Typer(no_args_is_help=True, help="Run agents headless, list them, sh
 
 STATUS_STYLE = {"pending": "dim", "idle": "dim", "running": "cyan", "waiting_user": "yellow",
                 "completed": "green", "failed": "red", "stopped": "magenta"}
-QUERY_KINDS = ("clarification", "blocking", "approval", "final")
 JSON = typer.Option(False, "--json", help="Print JSON.")
 
 
@@ -125,7 +124,7 @@ def _failure_line(run: Any, auto_approve: bool) -> str:
     failure = getattr(run, "_failure", None)
     error = run.error or (run.tree.get("error") if run.nodes else None) or run.status
     if isinstance(failure, HeadlessQueryError):
-        kind = next((k for k in QUERY_KINDS if f"a {k} query" in str(failure)), None)
+        kind = failure.kind
         if kind == "approval" and not auto_approve:
             return ("approval required: an agent wants to run Python code, and `agent run` is headless, so the run "
                     "failed closed; rerun with --auto-approve to allow it")
