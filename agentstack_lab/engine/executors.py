@@ -20,6 +20,7 @@ Both implement ``async run(code, *, context=None) -> ExecResult``.
 
 from __future__ import annotations
 
+import abc
 import ast
 import asyncio
 import contextlib
@@ -142,14 +143,15 @@ class ExecContext:
     agent_id: str | None = None
 
 
-class Executor:
+class Executor(abc.ABC):
     """The interface: ``await executor.run(code, context=...)``."""
 
     name = "executor"
     supports_fork = False
 
-    async def run(self, code: str, *, context: ExecContext | None = None) -> ExecResult:  # pragma: no cover
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def run(self, code: str, *, context: ExecContext | None = None) -> ExecResult:
+        """Run ``code`` and return what it printed, displayed, returned and raised."""
 
 
 def make_executor(kind: str | Executor | None) -> Executor:
