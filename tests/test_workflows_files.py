@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from agentstack_lab.workflows.catalog import resolve_notebook
 from agentstack_lab.workflows.cli import run_command
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,7 +56,9 @@ def test_github_actions_example_runs_real_notebooks_with_valid_options():
     assert len(commands) == 2
     for argv in commands:
         ctx = run_command.make_context("run", list(argv))  # raises on an unknown or malformed option
-        assert all((REPO / nb).is_file() for nb in ctx.params["notebooks"])
+        # built-in names (they ship in the wheel) or paths of notebooks in the repository
+        assert all(resolve_notebook(nb).is_file() or (REPO / nb).is_file() for nb in ctx.params["notebooks"])
         assert ctx.params["report"] and ctx.params["output"]
+    assert {argv[0] for argv in commands} == {"doc_sync", "code_review"}
     upload = next(s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact"))
     assert upload["if"] == "always()" and upload["with"]["path"] == "workflow-output/"

@@ -1,5 +1,7 @@
 """``agentstack-lab workflow ...``: run workflow notebooks headless (exit code = verdict).
 
+Notebooks are paths or built-in names (``agentstack-lab workflow list``).
+
 Exit codes: 0 PASS; 1 FAIL (verdict FAIL, or a cell raised ``AssertionError``); 2 error, the
 check could not run (any other exception, bad parameter, missing notebook, dead kernel, timeout).
 """
@@ -75,6 +77,9 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
                 cell_timeout: float | None, cwd: str | None, parallel: int | None, fork: bool) -> None:
     """Run workflow NOTEBOOK(s) headless.
 
+    NOTEBOOK is a path, or the name of a built-in workflow (doc_sync, code_review; see
+    ``agentstack-lab workflow list``); an existing file of that name wins.
+
     Exit 0 PASS; 1 FAIL (the report's verdict is FAIL, or a cell raised AssertionError); 2 error, the
     check could not run (any other exception in a cell, bad parameter, missing notebook, dead kernel,
     timeout). The executed notebook is always saved, partial on failure, and the failing cell named.
@@ -107,7 +112,13 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
         if value is not None and value <= 0:
             _echo(f"ERROR {name} must be > 0, got {value:g}")
             raise SystemExit(2)
-    paths = [Path(n) for n in notebooks]
+    from agentstack_lab.workflows.catalog import UnknownWorkflowError, resolve_notebook
+
+    try:
+        paths = [resolve_notebook(n) for n in notebooks]
+    except UnknownWorkflowError as exc:
+        _echo(f"ERROR {exc}")
+        raise SystemExit(2) from None
     if len(paths) == 1 and not grid:
         code = asyncio.run(_single(paths[0], values, output, report, kernel_name, cwd, cell_timeout, timeout,
                                    parallel, fork))
@@ -183,6 +194,21 @@ def _run(ctx: typer.Context) -> None:
     # ``run`` is a plain click command (typer cannot express ``-p NAME VALUE``, repeated); it runs
     # standalone so click itself handles --help and usage errors (exit 2) and its exit code stands.
     run_command.main(args=list(ctx.args), prog_name=ctx.command_path, standalone_mode=True)
+
+
+@app.command("list")
+def list_command() -> None:
+    """List the built-in workflows (run one by name: agentstack-lab workflow run NAME)."""
+    from agentstack_lab.workflows.catalog import builtin_dirs, builtin_workflows
+
+    found = builtin_workflows()
+    if not found:
+        _echo("ERROR no built-in workflows found in " + " or ".join(str(d) for d in builtin_dirs()))
+        raise typer.Exit(2)
+    name_w = max(len(w.name) for w in found.values())
+    desc_w = max(len(w.description) for w in found.values())
+    for wf in found.values():
+        typer.echo(f"{wf.name:<{name_w}}  {wf.description:<{desc_w}}  {wf.path}")
 
 
 @app.command("schema")
