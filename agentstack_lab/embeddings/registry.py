@@ -45,7 +45,7 @@ def _hash_factory(*, dimensions: int = 384, config: Config | None = None, **_: A
 def register_builtin_embedders(register: Callable[..., None]) -> None:
     """Register the built-in embedders (called through the plugin hook)."""
     register("hash", _hash_factory)
-    # providers helper: register("openai", ...) and register("ollama", ...) go below this line.
+    # Remote and local-model embedders: their SDKs and models load on first use.
     from agentstack_lab.embeddings import local, ollama, openai  # light: SDKs and models load on first use
 
     register("openai", openai.factory)
