@@ -7,7 +7,6 @@ Retries: the SDK retries 408/409/429/5xx/529 responses and connection errors wit
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,7 +28,7 @@ from agentstack_lab.providers.base import (
     ToolUseEvent,
     UsageEvent,
 )
-from agentstack_lab.providers.support import LoopClients, backoff_delay, missing_extra, resolve_key
+from agentstack_lab.providers.support import LoopClients, missing_extra, resolve_key, stream_with_retries
 
 try:
     import anthropic
@@ -117,24 +116,12 @@ class AnthropicProvider:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Stream the reply as text deltas, tool uses (parsed input), usage, then stop."""
         params = self._params(request)
-        attempt = 0
-        while True:
-            yielded = False
-            try:
-                async for ev in self._attempt(params):
-                    yielded = True
-                    yield ev
-                return
-            except anthropic.APIStatusError as exc:
-                # HTTP errors were already retried by the SDK; retry error *events* (status 200) here.
-                in_stream = exc.status_code == 200
-                if in_stream and not yielded and _error_type(exc) in _RETRYABLE_EVENTS and attempt < self.max_retries:
-                    await asyncio.sleep(backoff_delay(attempt, self.retry_delay))
-                    attempt += 1
-                    continue
-                raise self._map(exc) from exc
-            except (anthropic.APIError, httpx2.HTTPError, json.JSONDecodeError) as exc:
-                raise self._map(exc) from exc
+        try:
+            async for ev in stream_with_retries(lambda: self._attempt(params), retryable=_retryable_event,
+                                                max_retries=self.max_retries, base_delay=self.retry_delay):
+                yield ev
+        except (anthropic.APIError, httpx2.HTTPError, json.JSONDecodeError) as exc:
+            raise self._map(exc) from exc
 
     async def _attempt(self, params: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
         client = self._client()
@@ -223,6 +210,12 @@ def _tool_input(state: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise MalformedStreamError(f"anthropic: tool {state['name']!r} input is not a JSON object")
     return value
+
+
+def _retryable_event(exc: BaseException) -> bool:
+    """HTTP errors were already retried by the SDK; an overloaded/API error *event* (status 200) is retried here."""
+    return (isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200
+            and _error_type(exc) in _RETRYABLE_EVENTS)
 
 
 def _error_body(exc: anthropic.APIStatusError) -> dict[str, Any]:

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,7 +28,7 @@ from agentstack_lab.providers.base import (
     ToolUseEvent,
     UsageEvent,
 )
-from agentstack_lab.providers.support import LoopClients, backoff_delay, missing_extra, resolve_key
+from agentstack_lab.providers.support import LoopClients, missing_extra, resolve_key, stream_with_retries
 
 try:
     import openai
@@ -131,23 +130,12 @@ class OpenAIProvider:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Stream the reply as text deltas, tool uses (parsed arguments), usage, then stop."""
         params = self._params(request)
-        attempt = 0
-        while True:
-            yielded = False
-            try:
-                async for ev in self._attempt(params):
-                    yielded = True
-                    yield ev
-                return
-            except openai.APIError as exc:
-                in_stream = not isinstance(exc, openai.APIStatusError | openai.APIConnectionError)
-                if in_stream and not yielded and attempt < self.max_retries:
-                    await asyncio.sleep(backoff_delay(attempt, self.retry_delay))
-                    attempt += 1
-                    continue
-                raise self._map(exc) from exc
-            except json.JSONDecodeError as exc:
-                raise self._map(exc) from exc
+        try:
+            async for ev in stream_with_retries(lambda: self._attempt(params), retryable=_retryable_in_stream,
+                                                max_retries=self.max_retries, base_delay=self.retry_delay):
+                yield ev
+        except (openai.APIError, json.JSONDecodeError) as exc:
+            raise self._map(exc) from exc
 
     async def _attempt(self, params: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
         chunks = await self._client().chat.completions.create(**params)
@@ -212,6 +200,11 @@ class OpenAIProvider:
         if isinstance(exc, openai.APIError):
             return ProviderError(f"openai: error in stream: {_message(exc)}")
         return ProviderError(f"openai: {exc}")
+
+
+def _retryable_in_stream(exc: BaseException) -> bool:
+    """HTTP and connection errors were already retried by the SDK; an error inside the stream is retried here."""
+    return isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIStatusError | openai.APIConnectionError)
 
 
 def _message(exc: openai.APIError) -> str:

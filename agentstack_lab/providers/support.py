@@ -9,7 +9,7 @@ import os
 import random
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from agentstack_lab.providers.base import MissingKeyError
@@ -130,6 +130,32 @@ class LoopClients:
             client = self._clients[loop] = self._factory()
             _OPENED.setdefault(loop, []).append(client)
         return client
+
+
+async def stream_with_retries(
+    attempt: Callable[[], AsyncIterator[T]],
+    *,
+    retryable: Callable[[BaseException], bool],
+    max_retries: int,
+    base_delay: float,
+) -> AsyncIterator[T]:
+    """Yield from ``attempt()``; when it fails before yielding anything and ``retryable(exc)``, start it again.
+
+    Once an event has been yielded a retry would duplicate it, so a later failure is raised as is.
+    """
+    tries = 0
+    while True:
+        yielded = False
+        try:
+            async for item in attempt():
+                yielded = True
+                yield item
+            return
+        except Exception as exc:
+            if yielded or tries >= max_retries or not retryable(exc):
+                raise
+            await asyncio.sleep(backoff_delay(tries, base_delay))
+            tries += 1
 
 
 async def close_loop_clients() -> None:
