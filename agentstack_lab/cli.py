@@ -15,6 +15,8 @@ from typing import Any
 
 import typer
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = ["app", "main"]
 
 app = typer.Typer(name="agentstack-lab", no_args_is_help=True, add_completion=False,
@@ -31,7 +33,7 @@ app.add_typer(__import__("agentstack_lab.agent_cli", fromlist=["app"]).app, name
 app.command("mcp")(__import__("agentstack_lab.mcp.cli", fromlist=["mcp"]).mcp)
 
 
-class CliError(Exception):
+class CliError(AgentstackError):
     """An error to show as one line (exit 1)."""
 
 

@@ -18,13 +18,15 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = ["Config", "ConfigError", "CONFIG_FILENAME", "find_config_file", "load_config", "mask_secrets"]
 
 CONFIG_FILENAME = "agentstack.config.json"
 ENV_VAR = "AGENTSTACK_CONFIG"
 
 
-class ConfigError(ValueError):
+class ConfigError(AgentstackError, ValueError):
     """The configuration file is missing, malformed or invalid; the message names the field."""
 
 

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from agentstack_lab.errors import AgentstackError
+
 AgentStatus = Literal["pending", "running", "waiting_user", "completed", "failed", "stopped"]
 QueryKind = Literal["clarification", "blocking", "approval", "final"]
 
@@ -39,7 +41,7 @@ __all__ = [
 ]
 
 
-class EventDecodeError(ValueError):
+class EventDecodeError(AgentstackError, ValueError):
     """A wire message is not a valid event (names the problem)."""
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentstack_lab.agents.spawner import InvalidTransitionError, now_iso
+from agentstack_lab.errors import AgentstackError
 
 __all__ = ["IdentityService", "AgentIdentity", "AuditEntry", "IDENTITY_TRANSITIONS", "IdentityNotFoundError"]
 
@@ -23,7 +24,7 @@ IDENTITY_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
-class IdentityNotFoundError(KeyError):
+class IdentityNotFoundError(AgentstackError, KeyError):
     """No identity with that id or name."""
 
     def __str__(self) -> str:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = ["AgentDefinition", "AgentRegistry", "CORE_AGENT_TYPES", "UnknownAgentTypeError", "AgentTypeError"]
 
 log = logging.getLogger(__name__)
@@ -25,7 +27,7 @@ CORE_AGENT_TYPES: tuple[str, ...] = (
 _TYPE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 
 
-class AgentTypeError(ValueError):
+class AgentTypeError(AgentstackError, ValueError):
     """An agent type cannot be registered or removed (the message says why)."""
 
 

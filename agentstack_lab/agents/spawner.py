@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = ["Spawner", "SpawnedAgent", "TRANSITIONS", "STATUSES", "TERMINAL", "InvalidTransitionError",
            "AgentNotFoundError", "check_transition", "now_iso"]
 
@@ -32,11 +34,11 @@ STATUSES = tuple(TRANSITIONS)
 TERMINAL = frozenset({"completed", "failed", "stopped"})
 
 
-class InvalidTransitionError(ValueError):
+class InvalidTransitionError(AgentstackError, ValueError):
     """A status change the lifecycle does not allow."""
 
 
-class AgentNotFoundError(KeyError):
+class AgentNotFoundError(AgentstackError, KeyError):
     """No agent with that id or name."""
 
     def __str__(self) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from agentstack_lab.errors import AgentstackError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -32,7 +34,7 @@ class Embedder(Protocol):
 EmbedderFactory = Callable[..., Embedder]
 
 
-class UnknownEmbedderError(LookupError):
+class UnknownEmbedderError(AgentstackError, LookupError):
     """No embedder is registered under that name."""
 
 

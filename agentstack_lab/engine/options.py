@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = ["RunOptions", "QUERY_KINDS", "AgentRunError", "HeadlessQueryError", "BudgetExceededError",
            "AgentFailedError"]
 
 QUERY_KINDS = ("clarification", "blocking", "approval", "final")
 
 
-class AgentRunError(RuntimeError):
+class AgentRunError(AgentstackError, RuntimeError):
     """A run (or a forked agent) did not complete."""
 
 

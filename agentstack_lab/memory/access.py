@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = ["AccessContext", "AccessDeniedError", "SESSION_PREFIX", "session_namespace", "is_session_namespace",
            "extract_session_id", "validate_access", "can_access_entry", "derive_namespace"]
 
@@ -21,7 +23,7 @@ log = logging.getLogger(__name__)
 SESSION_PREFIX = "session:"
 
 
-class AccessDeniedError(PermissionError):
+class AccessDeniedError(AgentstackError, PermissionError):
     """A memory operation reached into a session namespace it does not belong to."""
 
 

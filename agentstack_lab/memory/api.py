@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import (
     AccessContext,
     can_access_entry,
@@ -45,7 +46,7 @@ _COLS = "m.rid, m.id, m.key, m.namespace, m.content, m.content_hash, m.metadata,
         " m.created_at, m.updated_at, (SELECT json_group_array(tag) FROM memory_tags t WHERE t.memory_rid = m.rid)"
 
 
-class MemoryValidationError(ValueError):
+class MemoryValidationError(AgentstackError, ValueError):
     """Bad input to a memory operation (nothing was changed)."""
 
 

@@ -14,12 +14,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import session_namespace
 
 __all__ = ["Session", "Sessions", "SessionError"]
 
 
-class SessionError(ValueError):
+class SessionError(AgentstackError, ValueError):
     """Unknown session or invalid status transition (nothing was changed)."""
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import extract_session_id
 
 __all__ = ["VectorIndex", "VectorFilter", "EmbedderMismatchError", "vec_metadata"]
@@ -39,7 +40,7 @@ LOG_KEEP = 200_000    # log rows kept; a reader further behind reloads in full
 CHUNK_SIZE = 256      # vec0 chunk: smaller than the default 1024 makes inserts cheaper (shorter overflow chains)
 
 
-class EmbedderMismatchError(RuntimeError):
+class EmbedderMismatchError(AgentstackError, RuntimeError):
     """The database's vectors were made by another embedder or dimension than the one configured."""
 
 

@@ -13,6 +13,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = [
     "MagicUsageError",
     "AgentArgs",
@@ -26,7 +28,7 @@ __all__ = [
 QUERY_KINDS = ("clarification", "blocking", "final")
 
 
-class MagicUsageError(ValueError):
+class MagicUsageError(AgentstackError, ValueError):
     """A magic line could not be parsed; the message carries the usage (``help``: -h was asked for)."""
 
     def __init__(self, message: str, *, help: bool = False):

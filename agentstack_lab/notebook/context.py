@@ -14,6 +14,8 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = ["UnknownVariableError", "build_prompt", "describe", "interpolate", "attached_names"]
 
 MAX_REPR = 600
@@ -23,7 +25,7 @@ _INTERP = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*)\}")
 _ATTACH = re.compile(r"(?<![\w@.`])@([A-Za-z_]\w*)")
 
 
-class UnknownVariableError(NameError):
+class UnknownVariableError(AgentstackError, NameError):
     """A ``{name}`` or ``@name`` in a prompt is not defined in the kernel."""
 
 

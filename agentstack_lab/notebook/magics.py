@@ -25,6 +25,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
+from agentstack_lab.errors import AgentstackError
 from agentstack_lab.notebook.args import AgentArgs, MagicUsageError, parse_agent_line
 
 __all__ = [
@@ -44,7 +45,7 @@ __all__ = [
 _ENGINE_MODULES = ("agentstack_lab.engine.run", "agentstack_lab.engine")
 
 
-class OneLineError(Exception):
+class OneLineError(AgentstackError):
     """An error IPython shows as one line (``Name: message``) instead of a traceback."""
 
     def _render_traceback_(self) -> list[str]:

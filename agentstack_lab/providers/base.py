@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = [
     "TextBlock",
     "ToolUseBlock",
@@ -175,7 +177,7 @@ class Provider(Protocol):
 # --- errors ----------------------------------------------------------------------------------
 
 
-class ProviderError(RuntimeError):
+class ProviderError(AgentstackError, RuntimeError):
     """A provider failed; the message says which provider and why."""
 
 

@@ -12,10 +12,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = ["BuiltinWorkflow", "UnknownWorkflowError", "builtin_dirs", "builtin_workflows", "resolve_notebook"]
 
 
-class UnknownWorkflowError(LookupError):
+class UnknownWorkflowError(AgentstackError, LookupError):
     """A name that is neither a file nor a built-in workflow."""
 
 

@@ -16,6 +16,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = [
     "ParameterError",
     "UndeclaredParameterWarning",
@@ -31,7 +33,7 @@ _FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?\Z")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-class ParameterError(ValueError):
+class ParameterError(AgentstackError, ValueError):
     """A parameter is malformed (the message names it)."""
 
 

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError
 from agentstack_lab.workflows.model import (
     PHASES,
     DocumentInfo,
@@ -32,7 +33,7 @@ Listener = Callable[[WorkflowEvent], Awaitable[None] | None]
 _COUNTERS = ("documents_updated", "sections_removed", "sections_added", "diagrams_updated")
 
 
-class PhaseError(RuntimeError):
+class PhaseError(AgentstackError, RuntimeError):
     """A phase executor raised; ``phase`` and ``iteration`` say where."""
 
     def __init__(self, phase: str, iteration: int, cause: BaseException):

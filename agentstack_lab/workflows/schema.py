@@ -7,10 +7,12 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = ["ReportValidationError", "report_schema", "validate_report"]
 
 
-class ReportValidationError(ValueError):
+class ReportValidationError(AgentstackError, ValueError):
     """A report does not match ``report.schema.json`` (the message names the path)."""
 
 

@@ -22,6 +22,8 @@ import threading
 from functools import cache
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError
+
 __all__ = ["Zygote", "ZygoteError", "ZygoteKernelManager", "split_kernel_cmd", "main"]
 
 _PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "IPython.core.interactiveshell",
@@ -30,7 +32,7 @@ _PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "
             "IPython.extensions.storemagic", "IPython.core.history", "sqlite3")
 
 
-class ZygoteError(RuntimeError):
+class ZygoteError(AgentstackError, RuntimeError):
     """The zygote could not be started or could not fork a kernel."""
 
 
