@@ -31,6 +31,7 @@ browser:
 
 lint: $(STAMP)
 	$(BIN)/ruff check agentstack_lab tests benchmarks
+	$(BIN)/lint-imports
 
 # Each prints a table with its peer measured in the same run; benchmarks/RESULTS.md has the latest.
 bench: $(STAMP)
