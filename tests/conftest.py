@@ -59,3 +59,12 @@ def _isolate(tmp_path, monkeypatch):
 def workdir(tmp_path):
     """The isolated working directory each test runs in."""
     return tmp_path / "work"
+
+
+@pytest.fixture
+def ws(tmp_path):
+    """A fresh workspace (its own database) in a temporary folder, closed after the test."""
+    from agentstack_lab.workspace import Workspace
+
+    with Workspace.open(tmp_path / "ws", announce=False) as w:
+        yield w

@@ -27,16 +27,8 @@ from agentstack_lab.events import (
 )
 from agentstack_lab.providers.base import TextDeltaEvent, ToolResultBlock, UsageEvent
 from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
-from agentstack_lab.workspace import Workspace
 
 NO = {"needs_clarification": False, "has_question": False, "question": None}
-
-
-@pytest.fixture
-def ws(tmp_path):
-    w = Workspace.open(tmp_path / "proj", announce=False)
-    yield w
-    w.close()
 
 
 def brain(subs=None, main=None, summary=None, asks=None):

@@ -19,13 +19,6 @@ fake_llm_server = fakes_llm.fake_llm_server
 fake_llm = fakes_llm.fake_llm
 
 
-@pytest.fixture
-def ws(tmp_path):
-    w = Workspace.open(tmp_path / "proj", announce=False)
-    yield w
-    w.close()
-
-
 async def test_headless_failure_settles_the_children_before_the_agent_ends(ws):
     """A headless failure ends the failing agent's subtree first, like any other failure."""
 

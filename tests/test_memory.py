@@ -10,12 +10,6 @@ from agentstack_lab.memory.hybrid import rrf_fuse
 from agentstack_lab.workspace import Workspace
 
 
-@pytest.fixture
-def ws(tmp_path):
-    with Workspace.open(tmp_path / "ws", announce=False) as w:
-        yield w
-
-
 def fts_keys(ws, query):
     return {r.key for r in ws.memory.search(query, "fts")}
 

@@ -10,13 +10,6 @@ from agentstack_lab.memory.access import (
     extract_session_id,
     validate_access,
 )
-from agentstack_lab.workspace import Workspace
-
-
-@pytest.fixture
-def ws(tmp_path):
-    with Workspace.open(tmp_path / "ws", announce=False) as w:
-        yield w
 
 
 def test_access_helpers():
