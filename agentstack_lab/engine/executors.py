@@ -42,10 +42,9 @@ from agentstack_lab.engine.capture import (
     MAX_OUTPUT,
     Capture,
     bundle_text,
-    fingerprint,
     keep_bundle,
-    mentioned_names,
 )
+from agentstack_lab.engine.provenance import Journal
 
 __all__ = ["ExecResult", "ExecContext", "Executor", "LiveKernelExecutor", "SubprocessExecutor",
            "CodeInterrupted", "make_executor", "secret_values", "redact"]
@@ -99,7 +98,9 @@ class ExecResult:
     display: list[dict[str, Any]] = field(default_factory=list)  # display() outputs: MIME bundles, in order
     error: str | None = None  # "NameError: name 'x' is not defined"
     traceback: str | None = None
-    changed_names: list[str] = field(default_factory=list)  # names created or rebound
+    changed_names: list[str] = field(default_factory=list)  # names created, rebound or changed in place
+    deleted_names: list[str] = field(default_factory=list)
+    changes: list[dict[str, str]] = field(default_factory=list)  # provenance: name, action, before, after
 
     @property
     def ok(self) -> bool:
@@ -121,13 +122,16 @@ class ExecResult:
             parts.append(f"error:\n{self.traceback or self.error}")
         if self.changed_names:
             parts.append("names created or changed: " + ", ".join(self.changed_names))
+        if self.deleted_names:
+            parts.append("names deleted: " + ", ".join(self.deleted_names))
         text = "\n".join(parts) or "(no output)"
         return text if len(text) <= limit else text[: limit // 2] + "\n…(truncated)…\n" + text[-limit // 2:]
 
     def to_dict(self) -> dict[str, Any]:
         return {"stdout": self.stdout, "stderr": self.stderr, "result": self.result, "resultData": self.result_data,
                 "display": self.display, "error": self.error, "traceback": self.traceback,
-                "changedNames": self.changed_names}
+                "changedNames": self.changed_names, "deletedNames": self.deleted_names,
+                "changes": self.changes}
 
 
 @dataclass(kw_only=True)
@@ -141,6 +145,8 @@ class ExecContext:
     fork: Callable[..., Any] | None = None
     wait: Callable[..., Any] | None = None
     agent_id: str | None = None
+    run_id: str | None = None
+    call_id: str | None = None  # the tool call, for provenance
 
 
 class Executor(abc.ABC):
@@ -224,6 +230,7 @@ class LiveKernelExecutor(Executor):
         self._active = 0
         self._saved_names: dict[str, Any] = {}
         self._counter = 0
+        self.journal = Journal(ignore=_INJECTED)   # provenance and undo of what agent code changes
 
     @property
     def shell(self) -> Any:
@@ -324,8 +331,7 @@ class LiveKernelExecutor(Executor):
         thread._agentstack_display, thread._agentstack_dropped = res.display, 0  # type: ignore[attr-defined]
         thread._agentstack_ctx = context or ExecContext()  # type: ignore[attr-defined]
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        before = dict(ns)
-        prints = {k: fingerprint(ns[k]) for k in mentioned_names(code) if k in ns and not k.startswith("_")}
+        pending = self.journal.begin(ns, code)
         self._inject(ns)
         try:
             with self._capture(self.shell):
@@ -346,9 +352,11 @@ class LiveKernelExecutor(Executor):
         if thread._agentstack_dropped:  # type: ignore[attr-defined]
             err.write(f"({thread._agentstack_dropped} more display outputs not kept)\n")  # type: ignore[attr-defined]
         res.stdout, res.stderr = _truncate(out.getvalue()), _truncate(err.getvalue())
-        res.changed_names = [k for k, v in ns.items() if not k.startswith("_") and k not in _INJECTED and (
-            k not in before or before[k] is not v
-            or (prints.get(k) is not None and fingerprint(v) != prints[k]))]
+        ctx = context or ExecContext()
+        changes = self.journal.finish(pending, ns, run_id=ctx.run_id, agent_id=ctx.agent_id, call_id=ctx.call_id)
+        res.changed_names = [c.name for c in changes if c.action != "deleted"]
+        res.deleted_names = [c.name for c in changes if c.action == "deleted"]
+        res.changes = [{"name": c.name, "action": c.action, "before": c.before, "after": c.after} for c in changes]
         return res
 
 
