@@ -1,0 +1,1 @@
+"""Monitoring services: health checks (and, with the coordination work, resources and metrics)."""

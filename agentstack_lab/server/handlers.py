@@ -1,0 +1,360 @@
+"""REST and WebSocket handlers under ``{base_url}agentstack/api/``.
+
+Every handler is a Jupyter ``APIHandler``/``JupyterHandler``: Jupyter's own authentication (a
+request without a token or login cookie gets 403) and XSRF protection (a cookie-authenticated POST
+needs ``X-XSRFToken``). JSON leaving the server has camelCase keys, like the event wire format.
+A user error (:class:`~agentstack_lab.errors.AgentstackError`) is a 400 (404 for a missing thing)
+with ``{"message": one line}``; anything else is a 500 logged with its traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import tornado
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import ws_authenticated
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from tornado import websocket
+
+from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
+from agentstack_lab.server.hub import EventHub, Message, dumps
+
+__all__ = ["ServerState", "routes"]
+
+PREFIX = "agentstack/api"
+
+
+def camel_keys(value: Any) -> Any:
+    """``value`` with every dict key in camelCase (``run_id`` → ``runId``), recursively."""
+    if isinstance(value, dict):
+        return {re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), str(k)): camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [camel_keys(v) for v in value]
+    return value
+
+
+@dataclass(kw_only=True)
+class ServerState:
+    """What the handlers share: the workspace, the event hub and the runs this server started."""
+
+    workspace: Any
+    hub: EventHub
+    provider: str | None = None
+    runs: dict[str, Any] = field(default_factory=dict)
+
+    def start_run(self, prompt: str, agent_type: str | None = None, options: dict[str, Any] | None = None) -> Any:
+        from agentstack_lab.engine import AgentRun, RunOptions
+
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise UsageError("start-agent needs a non-empty prompt")
+        opts = RunOptions.coerce(dict(options or {}))
+        run = AgentRun(prompt, workspace=self.workspace, provider=self.provider, agent_type=agent_type,
+                       options=opts)
+        self.runs[run.id] = run.start()
+        return run
+
+    def local_run_of(self, agent_id: str) -> Any | None:
+        for run in self.runs.values():
+            if agent_id in run.nodes:
+                return run
+        return None
+
+    async def close(self) -> None:
+        await self.hub.stop()
+        for run in list(self.runs.values()):
+            if not run.done:
+                run.stop(reason="the Jupyter server stopped")
+        for run in list(self.runs.values()):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(run.wait(raise_on_error=False), 5)
+        self.workspace.close()
+
+
+class _Base(APIHandler):
+    @property
+    def state(self) -> ServerState:
+        return self.settings["agentstack"]
+
+    @property
+    def db(self) -> Any:
+        return self.state.workspace.db
+
+    def reply(self, value: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.finish(json.dumps(camel_keys(value), default=str))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, AgentstackError):
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"message": message(exc)}))
+            return
+        super().write_error(status_code, **kwargs)
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if isinstance(e, AgentstackError):  # a user error: one line, no traceback in the log
+            self.send_error(404 if isinstance(e, NotFoundError | KeyError) else 400, exc_info=(type(e), e, None))
+            return
+        super()._handle_request_exception(e)
+
+    def body(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.request.body or b"{}")
+        except ValueError:
+            raise UsageError("the request body is not JSON") from None
+        if not isinstance(data, dict):
+            raise UsageError("the request body must be a JSON object")
+        return data
+
+    def int_arg(self, name: str, default: int, *, lo: int = 0, hi: int = 10**9) -> int:
+        raw = self.get_argument(name, None)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise UsageError(f"{name} must be an integer, got {raw!r}") from None
+        if not lo <= value <= hi:
+            raise UsageError(f"{name} must be between {lo} and {hi}, got {value}")
+        return value
+
+
+class RunsHandler(_Base):
+    @tornado.web.authenticated
+    def get(self) -> None:
+        from agentstack_lab.engine.activity import last_events
+        from agentstack_lab.engine.liveness import reap_orphans
+        from agentstack_lab.engine.log import list_runs
+
+        reap_orphans(self.db)
+        runs = list_runs(self.db, limit=self.int_arg("limit", 50, lo=1, hi=1000))
+        ids = [r["id"] for r in runs]
+        stats = _run_stats(self.db, ids)
+        last = last_events(self.db, ids)
+        self.reply({"runs": [{**r, **stats.get(r["id"], {}), "last": last.get(r["id"])} for r in runs]})
+
+    @tornado.web.authenticated
+    def post(self) -> None:
+        data = self.body()
+        run = self.state.start_run(data.get("prompt", ""), data.get("type") or data.get("agentType"),
+                                   data.get("options") or {})
+        self.reply({"runId": run.id, "status": run.status}, status=201)
+
+
+def _run_stats(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    if not run_ids:
+        return {}
+    marks = ",".join("?" * len(run_ids))
+    rows = db.query(f"SELECT run_id, count(*), sum(status = 'waiting_user'), sum(coalesce(input_tokens, 0)"
+                    f" + coalesce(output_tokens, 0)) FROM agents WHERE run_id IN ({marks}) GROUP BY run_id", run_ids)
+    return {r[0]: {"agents": r[1], "waiting": r[2] or 0, "tokens": r[3] or 0} for r in rows}
+
+
+class RunHandler(_Base):
+    @tornado.web.authenticated
+    def get(self, run_ref: str) -> None:
+        from agentstack_lab.engine.activity import resolve_run
+        from agentstack_lab.engine.log import rebuild_tree
+
+        run_id = _resolve(self.db, run_ref, resolve_run)
+        self.reply({"runId": run_id, "tree": rebuild_tree(self.db, run_id)})
+
+
+class RunEventsHandler(_Base):
+    @tornado.web.authenticated
+    def get(self, run_ref: str) -> None:
+        from agentstack_lab.engine.activity import EventFollower, resolve_run
+
+        run_id = _resolve(self.db, run_ref, resolve_run)
+        follower = EventFollower(self.db, run_id=run_id, after_seq=self.int_arg("after", 0))
+        rows = follower.poll(limit=self.int_arg("limit", 10_000, lo=1, hi=100_000))
+        self.reply({"runId": run_id, "events": [{**r["payload"], "seq": r["seq"]} for r in rows],
+                    "next": follower.seq})
+
+
+def _resolve(db: Any, ref: str, resolve: Any) -> str:
+    try:
+        return resolve(db, ref)
+    except AgentstackError:
+        raise
+    except (KeyError, LookupError, ValueError) as exc:
+        raise NotFoundError(message(exc)) from None
+
+
+class MemorySearchHandler(_Base):
+    @tornado.web.authenticated
+    def get(self) -> None:
+        query = self.get_argument("q", "")
+        if not query.strip():
+            raise UsageError("q (the search text) is required")
+        mode = self.get_argument("mode", "hybrid")
+        limit = self.int_arg("limit", 10, lo=1, hi=1000)
+        hits = self.state.workspace.memory.search(query, mode, limit=limit)
+        self.reply({"results": [_hit(h) for h in hits]})
+
+
+def _hit(hit: Any) -> dict[str, Any]:
+    if hasattr(hit, "to_dict"):
+        return hit.to_dict()
+    import dataclasses
+
+    return dataclasses.asdict(hit) if dataclasses.is_dataclass(hit) else dict(vars(hit))
+
+
+class HealthHandler(_Base):
+    @tornado.web.authenticated
+    def get(self, kind: str) -> None:
+        from agentstack_lab.monitoring.health import check
+
+        report = check(self.state.workspace, kind)
+        self.reply(report, status=200 if report["status"] != "unhealthy" else 503)
+
+
+class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
+    """The seed's protocol: the log's outbound events out, ``start-agent``/``user-response``/... in."""
+
+    @property
+    def state(self) -> ServerState:
+        return self.settings["agentstack"]
+
+    @ws_authenticated
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        res = super().get(*args, **kwargs)
+        if res is not None:
+            await ensure_async(res)
+
+    def check_origin(self, origin: str) -> bool:  # Jupyter's own origin policy (allow_origin settings)
+        return JupyterHandler.check_origin(self, origin)
+
+    async def open(self) -> None:  # type: ignore[override]
+        self._sent = 0
+        self._buffer: list[Message] | None = []
+        self.state.hub.start()   # idempotent; normally already started with the server's loop
+        self._unsubscribe = self.state.hub.subscribe(self._deliver)
+        after = self.get_argument("after", None)
+        if after is not None:
+            try:
+                start = int(after)
+            except ValueError:
+                self._send_error(f"after must be an integer, got {after!r}")
+                start = None
+            if start is not None:
+                await self._catch_up(start)
+        buffered, self._buffer = self._buffer or [], None
+        self._deliver(buffered)
+
+    async def _catch_up(self, after: int) -> None:
+        from agentstack_lab.engine.activity import EventFollower
+        from agentstack_lab.server.hub import coalesce
+
+        follower = EventFollower(self.state.workspace.db, after_seq=after)
+        upto = self.state.hub.seq
+        while True:
+            rows = [r for r in await asyncio.to_thread(follower.poll, 5000) if r["seq"] <= upto]
+            if not rows:
+                break
+            self._write(coalesce(rows))
+            if follower.seq >= upto:
+                break
+
+    def _deliver(self, messages: list[Message]) -> None:
+        if self._buffer is not None:
+            self._buffer.extend(messages)
+            return
+        self._write(messages)
+
+    def _write(self, messages: list[Message]) -> None:
+        for m in messages:
+            if m.get("seq", 0) <= self._sent:
+                continue
+            self._sent = m.get("seq", self._sent)
+            try:
+                self.write_message(dumps(m))
+            except websocket.WebSocketClosedError:
+                self._unsubscribe()
+                return
+
+    def _send_error(self, text: str, agent_id: str = "") -> None:
+        with contextlib.suppress(websocket.WebSocketClosedError):
+            self.write_message(dumps({"type": "error", "agentId": agent_id, "error": text}))
+
+    async def on_message(self, raw: str | bytes) -> None:  # type: ignore[override]
+        from agentstack_lab.events import GetAgentTree, StartAgent, UserIntervention, UserResponse, from_wire
+
+        try:
+            data = json.loads(raw)
+            event = from_wire(data)
+            if isinstance(event, StartAgent):
+                run = self.state.start_run(event.prompt, event.agent_type, event.options)
+                self.write_message(dumps({"type": "run-started", "runId": run.id}))
+            elif isinstance(event, UserResponse):
+                await answer_query(self.state, event.agent_id, event.query_id, event.response)
+            elif isinstance(event, UserIntervention):
+                await intervene(self.state, event)
+            elif isinstance(event, GetAgentTree):
+                self._send_tree(getattr(event, "run_id", None))
+            else:
+                raise UsageError(f"{event.type} is an outbound event; clients send start-agent, user-response, "
+                                 "user-intervention or get-agent-tree")
+        except ValueError as exc:
+            self._send_error(message(exc) if isinstance(exc, AgentstackError) else f"not a valid message: {exc}")
+        except AgentstackError as exc:
+            self._send_error(message(exc))
+        except Exception:
+            self.log.exception("agentstack-lab: WebSocket message failed")
+            self._send_error("internal error (see the server log)")
+
+    def _send_tree(self, run_id: str | None) -> None:
+        from agentstack_lab.engine.log import list_runs, read_events
+
+        db = self.state.workspace.db
+        runs = [run_id] if run_id else [r["id"] for r in list_runs(db, limit=20)]
+        for rid in runs:
+            states: dict[str, Any] = {}
+            for _, ev in read_events(db, rid):
+                if ev.type == "agent-state":
+                    states[ev.agent_id] = {**states.get(ev.agent_id, {}), **ev.state}
+            for agent_id, state in states.items():
+                self.write_message(dumps({"type": "agent-state", "agentId": agent_id, "state": state, "runId": rid}))
+
+    def on_close(self) -> None:
+        unsubscribe = getattr(self, "_unsubscribe", None)
+        if unsubscribe is not None:
+            unsubscribe()
+
+
+async def answer_query(state: ServerState, agent_id: str, query_id: str, response: Any) -> None:
+    """Answer a user query of any run: one hosted here directly, others through the workspace."""
+    run = state.local_run_of(agent_id)
+    if run is not None:
+        run.respond(query_id, response)
+        return
+    raise NotFoundError(f"no pending query {query_id} of agent {agent_id} is reachable from this server")
+
+
+async def intervene(state: ServerState, event: Any) -> None:
+    run = state.local_run_of(event.agent_id)
+    if run is None:
+        raise NotFoundError(f"agent {event.agent_id} is not running in a process this server can reach")
+    if event.status == "stopped":
+        run.stop(event.agent_id)
+    else:
+        run.intervene(event.agent_id, user_comment=event.user_comment, user_content=event.user_content,
+                      status=event.status)
+
+
+def routes() -> list[tuple[str, type]]:
+    return [
+        (rf"/{PREFIX}/runs", RunsHandler),
+        (rf"/{PREFIX}/runs/([^/]+)", RunHandler),
+        (rf"/{PREFIX}/runs/([^/]+)/events", RunEventsHandler),
+        (rf"/{PREFIX}/memory/search", MemorySearchHandler),
+        (rf"/{PREFIX}/health/(live|ready|detailed)", HealthHandler),
+        (rf"/{PREFIX}/events", EventsSocket),
+    ]
