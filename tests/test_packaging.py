@@ -65,8 +65,15 @@ def test_wheel_carries_prompts_schema_and_builtin_notebooks_and_nothing_else(whe
         assert shipped == in_repo == {"doc_sync.ipynb", "code_review.ipynb"}, (shipped, in_repo)
         for name in in_repo:  # the shipped copy is the repository's notebook, byte for byte
             assert zf.read(f"agentstack_lab/workflows/builtin/{name}") == (NOTEBOOKS / name).read_bytes()
+        stem = wheel.name.split("-py3")[0]
+        # the only data files: the server extension's enabling config (under etc/jupyter) and the lab extension
+        data = sorted(n.split("/", 2)[2] for n in names if n.startswith(stem + ".data/"))
+        assert data[:1] == ["etc/jupyter/jupyter_server_config.d/agentstack_lab.json"], data
+        assert json.loads(zf.read(f"{stem}.data/data/{data[0]}")) == {
+            "ServerApp": {"jpserver_extensions": {"agentstack_lab.server": True}}}
+        assert all(n.startswith("share/jupyter/labextensions/") for n in data[1:]), data
     tops = {n.split("/", 1)[0] for n in names}
-    assert tops == {"agentstack_lab", wheel.name.split("-py3")[0] + ".dist-info"}, tops
+    assert tops == {"agentstack_lab", stem + ".dist-info", stem + ".data"}, tops
     assert not [n for n in names if n.startswith("tests/") or "/tests/" in n or ".agentstack" in n.split("/")
                 or "__pycache__" in n or n.endswith(".pyc")]
 
