@@ -8,8 +8,9 @@ An ended session's namespace stays empty: every memory write checks, inside its 
 ``BEGIN IMMEDIATE`` transaction, that the session of each session namespace it touches is
 active (:func:`~agentstack_lab.memory.access.check_sessions_active`). Ending takes the same
 write lock, so a writer in another process either commits before the end (and its rows are
-purged with the rest) or sees the session ended and writes nothing. Checking before the
-transaction instead left a row behind in 5 of 5 two-process trials.
+purged with the rest) or sees the session ended and writes nothing. Checking only before
+the transaction (as the surfaces did) left a row behind or crashed the writer in 3 of 3 trials
+of the two-process test in ``tests/test_memory_sessions_hardening.py``.
 """
 
 from __future__ import annotations
