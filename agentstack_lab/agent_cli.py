@@ -187,7 +187,7 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
         if timeout is not None:
             options["timeout_s"] = timeout
         ws = cli._ws(ctx)
-        if session:
+        if session is not None:  # "" is an error, never "no session"
             ws.sessions.require_active(session)
         run = asyncio.run(_run(prompt, ws=ws, agent_type=agent_type, provider=provider, model=model,
                                options=options, session=session, as_json=as_json))

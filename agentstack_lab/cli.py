@@ -86,8 +86,8 @@ def _ws(ctx: typer.Context):
 
 def _memory(ctx: typer.Context, session: str | None, agent: str | None = None):
     ws = _ws(ctx)
-    if session:
-        ws.sessions.require_active(session)  # unknown or ended session -> clear error
+    if session is not None:  # "" is an error, never "no session"
+        ws.sessions.require_active(session)  # unknown, ended or empty session id -> clear error
         return ws.memory.scoped(session, agent_id=agent)
     return ws.memory
 
@@ -178,6 +178,8 @@ def memory_search(ctx: typer.Context, query: str,
     with _handled():
         results = _memory(ctx, session, agent).search(query, mode, namespace=namespace, agent_id=agent,
                                                       include_shared=not no_shared, limit=limit, threshold=threshold)
+        if getattr(results, "degraded", None):
+            typer.echo(f"warning: {results.degraded}", err=True)
         if as_json:
             _print_json([r.to_dict() for r in results])
             return

@@ -55,12 +55,15 @@ class HybridConfig(_Section):
     fts_weight: float = Field(1.0, ge=0)
     vector_weight: float = Field(1.0, ge=0)
     rrf_k: int = Field(60, ge=1)
-    # vector hits below this cosine similarity do not enter the fusion (unrelated entries add only noise)
-    min_vector_score: float = Field(0.05, ge=-1, le=1)
+    # vector hits below this cosine similarity are dropped (unrelated entries add only noise); None: the
+    # embedder's calibrated floor (hash embedder: 0.2 for 1-3 word queries, 0.35 longer; see memory/search.py)
+    min_vector_score: float | None = Field(None, ge=-1, le=1)
 
 
 class MemoryConfig(_Section):
     embedder: str = "hash"
+    # largest entry content in UTF-8 bytes (store, store_many, every surface); checked before any work
+    max_entry_bytes: int = Field(10 * 1024 * 1024, ge=1)
     vector: VectorConfig = Field(default_factory=VectorConfig)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
 

@@ -69,6 +69,10 @@ class AgentRun:
         self.prompt = prompt
         self.agent_type = agent_type
         self.id = str(uuid.uuid4())
+        if session_id is not None:  # "" is an error (SessionError), never "no session"
+            from agentstack_lab.memory.access import check_session_id  # here: the memory package loads numpy
+
+            check_session_id(session_id)
         self.session_id = session_id
         self.nodes: dict[str, AgentNode] = {}
         self.error: str | None = None

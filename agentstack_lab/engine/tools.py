@@ -138,7 +138,10 @@ async def _memory_search(run: AgentRun, node: AgentNode, args: dict[str, Any]) -
     hits = await asyncio.to_thread(memory.search, query, namespace=_namespace(run), limit=limit)
     items = [{"key": h.key, "content": h.content, "score": round(float(h.score), 4)} for h in hits]
     text = "\n".join(f"- {i['key']}: {i['content'][:300]}" for i in items) or "(no matches)"
-    return {"results": items, "text": text}
+    degraded = getattr(hits, "degraded", None)
+    if degraded:   # the model should know the search ran on keywords only
+        text = f"({degraded})\n{text}"
+    return {"results": items, "text": text, "degraded": degraded}
 
 
 async def _memory_store(run: AgentRun, node: AgentNode, args: dict[str, Any]) -> dict[str, Any]:

@@ -235,7 +235,7 @@ class Toolbox:
         hits = self._memory(session_id, agent_id).search(query, mode, namespace=namespace, agent_id=agent_id,
                                                          include_shared=include_shared, limit=limit,
                                                          threshold=threshold)
-        return {"results": [h.to_dict() for h in hits], "count": len(hits)}
+        return {"results": [h.to_dict() for h in hits], "count": len(hits), "degraded": hits.degraded}
 
     def memory_list(self, namespace: Namespace = None, session_id: SessionId = None, agent_id: str | None = None,
                     tag: str | None = None, limit: Annotated[int, Field(ge=1, le=1000)] = 50,

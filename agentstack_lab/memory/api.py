@@ -10,44 +10,45 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import html
 import json
 import secrets
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import (
     AccessContext,
+    MemoryValidationError,
     can_access_entry,
+    check_sessions_active,
     derive_namespace,
     validate_access,
 )
-from agentstack_lab.memory.fts import fts_search
-from agentstack_lab.memory.hybrid import rrf_fuse
-from agentstack_lab.memory.vectors import VectorFilter, VectorIndex, vec_metadata
+from agentstack_lab.memory.search import (
+    EmbedderHealth,
+    SearchHits,
+    SearchMode,
+    SearchResult,
+    search,
+    search_df,
+)
+from agentstack_lab.memory.vectors import VectorIndex, vec_metadata
 
 if TYPE_CHECKING:
     from agentstack_lab.config import MemoryConfig
     from agentstack_lab.embeddings.registry import Embedder
 
-__all__ = ["Memory", "Entry", "SearchResult", "MemoryValidationError", "SearchMode"]
+__all__ = ["Memory", "Entry", "SearchResult", "SearchHits", "MemoryValidationError", "SearchMode"]
 
-SearchMode = Literal["hybrid", "fts", "vector"]
 MAX_KEY = 1024
 _FIELDS = frozenset({"key", "content", "namespace", "agent_id", "tags", "metadata"})
 BULK_ROWS = 64   # from this many new rows on, store_many indexes FTS in one statement
 _COLS = "m.rid, m.id, m.key, m.namespace, m.content, m.content_hash, m.metadata, m.agent_id, m.version," \
         " m.created_at, m.updated_at, (SELECT json_group_array(tag) FROM memory_tags t WHERE t.memory_rid = m.rid)"
-
-
-class MemoryValidationError(AgentstackError, ValueError):
-    """Bad input to a memory operation (nothing was changed)."""
 
 
 @dataclass(frozen=True)
@@ -72,29 +73,15 @@ class Entry:
                 "version": self.version, "created_at": self.created_at, "updated_at": self.updated_at}
 
 
-@dataclass(frozen=True)
-class SearchResult:
-    """A search hit: ``score`` in 0..1, ``matched`` indexes, ``snippet`` as HTML (FTS matches in ``<mark>``)."""
-
-    key: str
-    namespace: str
-    content: str
-    score: float
-    snippet: str
-    matched: set[str]
-    agent_id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    scores: dict[str, float] = field(default_factory=dict)   # per index: "fts" (BM25 0..1), "vector" (cosine)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "namespace": self.namespace, "content": self.content, "score": self.score,
-                "snippet": self.snippet, "matched": sorted(self.matched), "agent_id": self.agent_id,
-                "metadata": dict(self.metadata), "scores": dict(self.scores)}
-
-
 def _at(index: int | None) -> str:
     """``"item 3: "`` for errors about one item of a ``store_many`` batch."""
     return "" if index is None else f"item {index}: "
+
+
+def _utf8_len(text: str) -> int:
+    """UTF-8 size of ``text`` without encoding it whole (bounded extra memory for a huge entry)."""
+    step = 1 << 20
+    return sum(len(text[i:i + step].encode("utf-8", "surrogatepass")) for i in range(0, len(text), step))
 
 
 def content_hash(content: str) -> str:
@@ -171,7 +158,8 @@ class Memory:
     """Store and search the workspace's memory (one SQLite file: ``memory``, ``memory_fts``, ``memory_vec``)."""
 
     def __init__(self, db: Any, *, embedder: Embedder, config: MemoryConfig | None = None,
-                 context: AccessContext | None = None, _index: VectorIndex | None = None):
+                 context: AccessContext | None = None, _index: VectorIndex | None = None,
+                 _health: EmbedderHealth | None = None):
         from agentstack_lab.config import MemoryConfig
 
         self.db = db
@@ -182,13 +170,19 @@ class Memory:
             _index = VectorIndex(db, dimensions=embedder.dimensions, use_cache=self.config.vector.cache)
             _index.ensure(embedder.name, embedder.model)
         self.index = _index
+        self._health = _health or EmbedderHealth()   # shared by scoped views: a failing embedder is logged once
         self._ns_ok: dict[str | None, str] = {}   # namespaces already validated for writing by this view
 
     def scoped(self, session_id: str | None = None, *, agent_id: str | None = None,
                include_shared: bool = True) -> Memory:
-        """A view of the same memory acting for a session (and optionally an agent within it)."""
+        """A view of the same memory acting for a session (and optionally an agent within it).
+
+        ``session_id=None`` means no session; an empty id raises
+        :class:`~agentstack_lab.memory.access.SessionError` (it never means "no session").
+        """
         ctx = AccessContext(session_id=session_id, agent_id=agent_id, include_shared=include_shared)
-        return Memory(self.db, embedder=self.embedder, config=self.config, context=ctx, _index=self.index)
+        return Memory(self.db, embedder=self.embedder, config=self.config, context=ctx, _index=self.index,
+                      _health=self._health)
 
     def __repr__(self) -> str:
         return f"Memory({self.db!r}, context={self.context!r})"
@@ -209,6 +203,10 @@ class Memory:
             raise MemoryValidationError(f"{_at(index)}key is {len(key)} characters; the limit is {MAX_KEY}")
         if not isinstance(content, str):
             raise MemoryValidationError(f"{_at(index)}content must be a string, got {type(content).__name__}")
+        limit = self.config.max_entry_bytes
+        if len(content) * 4 > limit and (size := _utf8_len(content)) > limit:   # 4 bytes/char at most
+            raise MemoryValidationError(f"{_at(index)}content of {key!r} is {size:,} bytes; the limit is {limit:,}"
+                                        " (memory.max_entry_bytes)")
         if agent_id is None and self.context is not None:
             agent_id = self.context.agent_id
         if agent_id is not None and (not isinstance(agent_id, str) or not agent_id):
@@ -320,6 +318,8 @@ class Memory:
         vectors = self._embed(todo) if pending is None else {}
         now = time.time()
         with self.db.transaction() as conn:
+            # under the write lock: a session ended by another process after our caller checked it is seen here
+            check_sessions_active(conn, {it.namespace for it in items})
             if self._log_mark(conn) != mark:   # another writer changed memory meanwhile: look again
                 existing = self._existing(conn, items)
             new = [it for it in items if (it.namespace, it.key) not in existing]
@@ -501,65 +501,17 @@ class Memory:
 
     def search(self, query: str, mode: SearchMode = "hybrid", *, namespace: str | None = None,
                agent_id: str | None = None, include_shared: bool | None = None, limit: int = 10,
-               threshold: float | None = None) -> builtins.list[SearchResult]:
+               threshold: float | None = None) -> SearchHits:
         """Search by keywords (FTS5/BM25), by meaning (vectors) or both fused with reciprocal rank fusion.
 
         ``namespace=None`` searches every namespace this memory may see. ``threshold`` drops hits whose
-        score (0..1 in each mode) is below it. Any text is a valid query.
+        score (0..1 in each mode) is below it. Any text is a valid query. Vector hits below the
+        embedder's calibrated floor never count, so a query for something absent finds nothing. When
+        the embedder fails, hybrid search answers from keywords and sets ``degraded`` on the hits and
+        the returned list; ``mode="vector"`` raises :class:`~agentstack_lab.memory.search.EmbedderFailedError`.
         """
-        if mode not in ("hybrid", "fts", "vector"):
-            raise MemoryValidationError(f"mode must be 'hybrid', 'fts' or 'vector', got {mode!r}")
-        if not isinstance(query, str):
-            raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
-        if not isinstance(limit, int) or limit < 1:
-            raise MemoryValidationError(f"limit must be a positive int, got {limit!r}")
-        namespace, agent_id, include_shared = self._filters(namespace, agent_id, include_shared)
-        session = self.context.session_id if self.context else None
-        pool = limit if mode != "hybrid" else max(limit * 3, 30)
-        fts_hits: builtins.list[dict[str, Any]] = []
-        vec_hits: builtins.list[tuple[int, float]] = []
-        if mode in ("fts", "hybrid"):
-            where, params = self._where(namespace, agent_id, include_shared)
-            fts_hits = fts_search(self.db.conn, query, where, params, pool)
-        if mode in ("vector", "hybrid") and query.strip():
-            qv = self.embedder.embed([query])[0]
-            flt = VectorFilter(namespace=namespace, session_id=session, agent_id=agent_id,
-                               include_shared=include_shared)
-            vec_hits = self.index.search(qv, flt, pool)
-        if mode == "fts":
-            ranked = [(h["rid"], h["score"]) for h in fts_hits]
-        elif mode == "vector":
-            ranked = [(rid, min(1.0, max(0.0, sim))) for rid, sim in vec_hits]   # cosine, negatives as 0
-        else:
-            h = self.config.hybrid
-            vec_hits = [(r, s) for r, s in vec_hits if s >= h.min_vector_score]
-            ranked = rrf_fuse({"fts": [x["rid"] for x in fts_hits], "vector": [r for r, _ in vec_hits]},
-                              {"fts": h.fts_weight, "vector": h.vector_weight}, k=h.rrf_k)
-        if threshold is not None:
-            ranked = [(rid, s) for rid, s in ranked if s >= threshold]
-        ranked = ranked[:limit]
-        return self._results(ranked, {h["rid"]: h for h in fts_hits}, dict(vec_hits))
-
-    def _results(self, ranked: builtins.list[tuple[int, float]], fts: dict[int, dict[str, Any]],
-                 vec: dict[int, float]) -> builtins.list[SearchResult]:
-        if not ranked:
-            return []
-        rids = [r for r, _ in ranked]
-        rows = {r[0]: r for r in self.db.query(
-            f"SELECT rid, key, namespace, content, agent_id, metadata FROM memory WHERE rid IN"
-            f" ({','.join('?' * len(rids))})", rids)}
-        out = []
-        for rid, score in ranked:
-            row = rows.get(rid)
-            if row is None or not can_access_entry(self.context, row[2], row[4]):
-                continue
-            matched = {name for name, hits in (("fts", fts), ("vector", vec)) if rid in hits}
-            scores = {**({"fts": fts[rid]["score"]} if rid in fts else {}), **({"vector": vec[rid]} if rid in vec else {})}
-            snippet = fts[rid]["snippet"] if rid in fts else _excerpt(row[3])
-            out.append(SearchResult(key=row[1], namespace=row[2], content=row[3], score=float(score),
-                                    snippet=snippet, matched=matched, agent_id=row[4],
-                                    metadata=json.loads(row[5]), scores=scores))
-        return out
+        return search(self, query, mode, namespace=namespace, agent_id=agent_id, include_shared=include_shared,
+                      limit=limit, threshold=threshold)
 
     # --- helpers ------------------------------------------------------------------------------------
     def stats(self) -> dict[str, int]:
@@ -570,12 +522,8 @@ class Memory:
                 "vector": q("SELECT count(*) FROM memory_vec_rowids")[0][0]}
 
     def search_df(self, query: str, mode: SearchMode = "hybrid", **kwargs: Any):
-        """:meth:`search` as a pandas DataFrame (pandas imported on first use)."""
-        import pandas as pd
-
-        cols = ["key", "namespace", "score", "matched", "snippet", "content", "agent_id"]
-        rows = [r.to_dict() for r in self.search(query, mode, **kwargs)]
-        return pd.DataFrame(rows, columns=[*cols, "metadata", "scores"])[cols] if rows else pd.DataFrame(columns=cols)
+        """:meth:`search` as a pandas DataFrame (pandas imported on first use; see :func:`.search.search_df`)."""
+        return search_df(self, query, mode, **kwargs)
 
     def list_df(self, **kwargs: Any):
         """:meth:`list` as a pandas DataFrame (pandas imported on first use)."""
@@ -587,8 +535,3 @@ class Memory:
             df[c] = pd.to_datetime(df[c], unit="s")
         return df[cols]
 
-
-def _excerpt(text: str, size: int = 160) -> str:
-    """The start of an entry, HTML-escaped like FTS snippets (for hits found by vector only)."""
-    text = " ".join(text.split())
-    return html.escape(text if len(text) <= size else text[:size].rsplit(" ", 1)[0] + "…")

@@ -53,6 +53,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _session(text: str) -> str:
+    """A ``--session`` value: ``""`` is an error, never "no session" (a private note would land in the shared namespace)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"session id must be a non-empty string, got {text!r}; "
+                                         "leave --session out to use the shared namespaces")
+    return text
+
+
 def _answer(text: str) -> tuple[str, str]:
     kind, sep, reply = text.partition("=")
     if not sep or kind not in QUERY_KINDS:
@@ -99,7 +107,7 @@ def agent_parser() -> argparse.ArgumentParser:
     p.add_argument("--auto-approve", action="store_true", help="run model-written code without asking")
     p.add_argument("--wait", action="store_true",
                    help="block the cell until the run ends (headless); queries need --auto-approve or --answer")
-    p.add_argument("--session", help="session id or name whose memory namespace the agents use")
+    p.add_argument("--session", type=_session, help="session id or name whose memory namespace the agents use")
     p.add_argument("--executor", choices=("live", "subprocess"), help="where the python tool runs (default live)")
     p.add_argument("--answer", action="append", type=_answer, default=[], metavar="KIND=TEXT",
                    help="reply given up front to a clarification, blocking or final question")
@@ -185,6 +193,7 @@ class MemoryArgs:
     limit: int = 10
     offset: int = 0
     threshold: float | None = None
+    session: str | None = None
 
 
 def memory_parser() -> argparse.ArgumentParser:
@@ -194,7 +203,8 @@ def memory_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     def ns_opts(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("-n", "--namespace", help="namespace (default: default)")
+        sp.add_argument("-n", "--namespace", help="namespace (default: default, or the session's own)")
+        sp.add_argument("-s", "--session", type=_session, help="act within this active session (its private namespace)")
 
     s = sub.add_parser("store", add_help=False, help="store KEY TEXT (or %%memory store KEY with the text as body)")
     s.add_argument("key")

@@ -151,9 +151,13 @@ def build_run(shell: Any, args: AgentArgs, workspace: Any = None) -> Any:
         options = _options(args, workspace)
     except (ValueError, TypeError) as exc:  # e.g. --max-agents 0: one line, not a traceback
         raise _usage(exc) from None
+    try:
+        session_id = _session_id(workspace, args.session)
+    except AgentstackError as exc:  # empty, ended: one line
+        raise _usage(exc) from None
     _install_run_helpers(AgentRun, shell)
     return AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type,
-                    options=options, model=args.model, session_id=_session_id(workspace, args.session))
+                    options=options, model=args.model, session_id=session_id)
 
 
 async def _finish(run: Any) -> Any:
@@ -184,8 +188,8 @@ def _session_id(workspace: Any, value: str | None) -> str | None:
     if value is None:
         return None
     sessions = workspace.sessions
-    if sessions.get(value) is not None:
-        return value
+    if sessions.get(value) is not None:   # "" raises SessionError; an ended session cannot take new notes
+        return sessions.require_active(value).id
     for session in sessions.active():
         if getattr(session, "name", None) == value:
             return session.id

@@ -91,11 +91,16 @@ def run_memory(memory: Any, args: MemoryArgs) -> Any:
         return _frame([_record(e) for e in memory.list(**kwargs)], ENTRY_COLUMNS)
     results = memory.search(args.query, mode=args.mode, namespace=args.namespace, agent_id=args.agent,
                             limit=args.limit, threshold=args.threshold)
+    degraded = getattr(results, "degraded", None)
     records = [_record(r) for r in results]
     for record in records:
         if isinstance(record.get("snippet"), str):
             record["snippet"] = _plain_snippet(record["snippet"])
-    return _frame(records, SEARCH_COLUMNS)
+    if degraded:   # said once above the frame, and in a column and df.attrs for code that reads it
+        print(f"%memory search: {degraded}")
+    frame = _frame(records, [*SEARCH_COLUMNS, "degraded"] if degraded else SEARCH_COLUMNS)
+    frame.attrs["degraded"] = degraded
+    return frame
 
 
 def run_memory_line(magics: Any, line: str, cell: str | None = None) -> Any:
@@ -107,8 +112,11 @@ def run_memory_line(magics: Any, line: str, cell: str | None = None) -> Any:
             print(exc)
             return None
         raise UsageError(str(exc)) from None
-    memory = magics.workspace.memory
     try:
+        memory = magics.workspace.memory
+        if args.session is not None:   # unknown or ended session: one line (a write also re-checks it atomically)
+            magics.workspace.sessions.require_active(args.session)
+            memory = memory.scoped(args.session)
         return run_memory(memory, args)
     except MemoryError_:
         raise

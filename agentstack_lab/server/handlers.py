@@ -196,7 +196,7 @@ class MemorySearchHandler(_Base):
         mode = self.get_argument("mode", "hybrid")
         limit = self.int_arg("limit", 10, lo=1, hi=1000)
         hits = self.state.workspace.memory.search(query, mode, limit=limit)
-        self.reply({"results": [_hit(h) for h in hits]})
+        self.reply({"results": [_hit(h) for h in hits], "degraded": getattr(hits, "degraded", None)})
 
 
 def _hit(hit: Any) -> dict[str, Any]:

@@ -1,0 +1,224 @@
+"""Memory search: keywords (FTS5/BM25), meaning (vectors) or both fused (hybrid, the default).
+
+Two rules keep the default mode honest:
+
+* **Nothing found means nothing returned.** A vector hit enters the results only when its cosine
+  similarity passes the embedder's calibrated floor (:func:`vector_floor`): every embedder gives
+  unrelated texts some background similarity (the hash embedder: p99 0.15-0.16 for 1-3 word
+  queries, 0.28-0.31 for longer ones; see :mod:`agentstack_lab.embeddings.hashing`), and a floor
+  below that made ``search("zebra")`` over unrelated notes return hits scored ~0.5.
+* **A failing embedder degrades hybrid search, it does not take it down.** When embedding the
+  query fails (HTTP 500, timeout, refused connection), hybrid search answers from the keyword
+  index alone, marks every hit and the list with ``degraded = "keyword only: embedder ... failed:
+  ..."``, and logs a warning once per failure streak (not per call). ``mode="vector"`` has no
+  such fallback: it raises :class:`EmbedderFailedError`, one line naming the embedder and the
+  failure.
+"""
+
+from __future__ import annotations
+
+import builtins
+import html
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentstack_lab.errors import AgentstackError, message
+from agentstack_lab.memory.access import MemoryValidationError, can_access_entry
+from agentstack_lab.memory.fts import fts_search
+from agentstack_lab.memory.hybrid import rrf_fuse
+from agentstack_lab.memory.vectors import VectorFilter
+
+if TYPE_CHECKING:
+    from agentstack_lab.memory.api import Memory
+
+__all__ = ["SearchResult", "SearchHits", "SearchMode", "EmbedderFailedError", "EmbedderHealth", "search",
+           "vector_floor", "DEFAULT_MIN_SIMILARITY"]
+
+log = logging.getLogger(__name__)
+
+SearchMode = Literal["hybrid", "fts", "vector"]
+DEFAULT_MIN_SIMILARITY = 0.05   # an embedder that states no floor of its own (not calibrated here)
+
+
+class EmbedderFailedError(AgentstackError, RuntimeError):
+    """The embedder could not embed the query (vector search has nothing to fall back to)."""
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A search hit: ``score`` in 0..1, ``matched`` indexes, ``snippet`` as HTML (FTS matches in ``<mark>``).
+
+    ``degraded`` says why the hit was found by keywords only when the search asked for more
+    (``None`` normally).
+    """
+
+    key: str
+    namespace: str
+    content: str
+    score: float
+    snippet: str
+    matched: set[str]
+    agent_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)   # per index: "fts" (BM25 0..1), "vector" (cosine)
+    degraded: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "namespace": self.namespace, "content": self.content, "score": self.score,
+                "snippet": self.snippet, "matched": sorted(self.matched), "agent_id": self.agent_id,
+                "metadata": dict(self.metadata), "scores": dict(self.scores), "degraded": self.degraded}
+
+
+class SearchHits(builtins.list):
+    """The hits of one search (a plain list of :class:`SearchResult`), plus ``degraded``.
+
+    ``degraded`` is ``None``, or the one-line reason the search ran on keywords only
+    (``"keyword only: embedder 'openai' failed: ..."``), set even when nothing was found.
+    """
+
+    degraded: str | None = None
+
+    def __init__(self, hits: Any = (), degraded: str | None = None):
+        super().__init__(hits)
+        self.degraded = degraded
+
+
+class EmbedderHealth:
+    """Whether the query embedder is failing; logs the first failure of a streak and the recovery.
+
+    Shared by every scoped view of one :class:`~agentstack_lab.memory.api.Memory`.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._failing = False
+
+    def failed(self, embedder: Any, exc: Exception) -> str:
+        """Record a failure; returns the one-line reason (logged only when the streak starts)."""
+        reason = f"embedder {getattr(embedder, 'name', type(embedder).__name__)!r} failed: {message(exc)}"
+        with self._lock:
+            first, self._failing = not self._failing, True
+        if first:   # a bug in an embedder keeps its traceback in the log; an expected failure is one line
+            log.warning("memory search: %s; hybrid search answers from keywords only until it recovers", reason,
+                        exc_info=not isinstance(exc, AgentstackError))
+        else:
+            log.debug("memory search: %s (still failing)", reason)
+        return reason
+
+    def ok(self, embedder: Any) -> None:
+        with self._lock:
+            recovered, self._failing = self._failing, False
+        if recovered:
+            log.warning("memory search: embedder %r works again; hybrid search uses vectors again",
+                        getattr(embedder, "name", type(embedder).__name__))
+
+
+def vector_floor(embedder: Any, query: str, configured: float | None = None) -> float:
+    """The least cosine similarity a vector hit needs to count for ``query``.
+
+    ``configured`` (``memory.hybrid.min_vector_score``) wins; else the embedder's
+    ``similarity_floor(query)`` or ``min_similarity``; else :data:`DEFAULT_MIN_SIMILARITY`.
+    """
+    if configured is not None:
+        return float(configured)
+    floor = getattr(embedder, "similarity_floor", None)
+    if callable(floor):
+        return float(floor(query))
+    return float(getattr(embedder, "min_similarity", DEFAULT_MIN_SIMILARITY))
+
+
+def _embed_query(memory: Memory, query: str) -> Any:
+    vec = memory.embedder.embed([query])
+    return vec[0]
+
+
+def search(memory: Memory, query: str, mode: SearchMode = "hybrid", *, namespace: str | None = None,
+           agent_id: str | None = None, include_shared: bool | None = None, limit: int = 10,
+           threshold: float | None = None) -> SearchHits:
+    """:meth:`Memory.search <agentstack_lab.memory.api.Memory.search>` (see there)."""
+    if mode not in ("hybrid", "fts", "vector"):
+        raise MemoryValidationError(f"mode must be 'hybrid', 'fts' or 'vector', got {mode!r}")
+    if not isinstance(query, str):
+        raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise MemoryValidationError(f"limit must be a positive int, got {limit!r}")
+    namespace, agent_id, include_shared = memory._filters(namespace, agent_id, include_shared)
+    session = memory.context.session_id if memory.context else None
+    pool = limit if mode != "hybrid" else max(limit * 3, 30)
+    fts_hits: builtins.list[dict[str, Any]] = []
+    vec_hits: builtins.list[tuple[int, float]] = []
+    degraded: str | None = None
+    if mode in ("vector", "hybrid") and query.strip():
+        try:
+            qv = _embed_query(memory, query)
+        except Exception as exc:  # noqa: BLE001 - any embedder failure: keywords still answer (logged once)
+            reason = memory._health.failed(memory.embedder, exc)
+            if mode == "vector":
+                raise EmbedderFailedError(f"vector search: {reason}") from exc
+            degraded = f"keyword only: {reason}"
+        else:
+            memory._health.ok(memory.embedder)
+            flt = VectorFilter(namespace=namespace, session_id=session, agent_id=agent_id,
+                               include_shared=include_shared)
+            floor = vector_floor(memory.embedder, query, memory.config.hybrid.min_vector_score)
+            vec_hits = [(r, s) for r, s in memory.index.search(qv, flt, pool) if s >= floor]
+    if mode in ("fts", "hybrid"):
+        where, params = memory._where(namespace, agent_id, include_shared)
+        fts_hits = fts_search(memory.db.conn, query, where, params, pool)
+    if mode == "fts" or degraded:
+        ranked = [(h["rid"], h["score"]) for h in fts_hits]
+    elif mode == "vector":
+        ranked = [(rid, min(1.0, max(0.0, sim))) for rid, sim in vec_hits]   # cosine, negatives as 0
+    else:
+        h = memory.config.hybrid
+        ranked = rrf_fuse({"fts": [x["rid"] for x in fts_hits], "vector": [r for r, _ in vec_hits]},
+                          {"fts": h.fts_weight, "vector": h.vector_weight}, k=h.rrf_k)
+    if threshold is not None:
+        ranked = [(rid, s) for rid, s in ranked if s >= threshold]
+    ranked = ranked[:limit]
+    return SearchHits(_results(memory, ranked, {h["rid"]: h for h in fts_hits}, dict(vec_hits), degraded), degraded)
+
+
+def _results(memory: Memory, ranked: builtins.list[tuple[int, float]], fts: dict[int, dict[str, Any]],
+             vec: dict[int, float], degraded: str | None) -> builtins.list[SearchResult]:
+    if not ranked:
+        return []
+    rids = [r for r, _ in ranked]
+    rows = {r[0]: r for r in memory.db.query(
+        f"SELECT rid, key, namespace, content, agent_id, metadata FROM memory WHERE rid IN"
+        f" ({','.join('?' * len(rids))})", rids)}
+    out = []
+    for rid, score in ranked:
+        row = rows.get(rid)
+        if row is None or not can_access_entry(memory.context, row[2], row[4]):
+            continue
+        matched = {name for name, hits in (("fts", fts), ("vector", vec)) if rid in hits}
+        scores = {**({"fts": fts[rid]["score"]} if rid in fts else {}), **({"vector": vec[rid]} if rid in vec else {})}
+        snippet = fts[rid]["snippet"] if rid in fts else _excerpt(row[3])
+        out.append(SearchResult(key=row[1], namespace=row[2], content=row[3], score=float(score),
+                                snippet=snippet, matched=matched, agent_id=row[4],
+                                metadata=json.loads(row[5]), scores=scores, degraded=degraded))
+    return out
+
+
+def search_df(memory: Memory, query: str, mode: SearchMode = "hybrid", **kwargs: Any) -> Any:
+    """:func:`search` as a pandas DataFrame; a degraded search adds a ``degraded`` column and ``df.attrs``."""
+    import pandas as pd
+
+    cols = ["key", "namespace", "score", "matched", "snippet", "content", "agent_id"]
+    hits = search(memory, query, mode, **kwargs)
+    if hits.degraded:
+        cols.append("degraded")
+    rows = [r.to_dict() for r in hits]
+    df = pd.DataFrame(rows, columns=[*cols, "metadata", "scores"])[cols] if rows else pd.DataFrame(columns=cols)
+    df.attrs["degraded"] = hits.degraded
+    return df
+
+
+def _excerpt(text: str, size: int = 160) -> str:
+    """The start of an entry, HTML-escaped like FTS snippets (for hits found by vector only)."""
+    text = " ".join(text.split())
+    return html.escape(text if len(text) <= size else text[:size].rsplit(" ", 1)[0] + "…")
