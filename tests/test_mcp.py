@@ -335,6 +335,7 @@ async def test_a_bug_is_logged_with_its_traceback_and_the_client_reads_one_line(
         assert "mode: Input should be 'hybrid', 'fts' or 'vector'" in await error(s, "memory_search", query="x",
                                                                                   mode="nope")
         assert "unknown agent type 'wizard'" in await error(s, "agent_run", prompt="hi", agent_type="wizard")
+        assert (await error(s, "agent_run", prompt="   ")).endswith("prompt must be a non-empty string")
     log = (workdir / "server.stderr").read_text()
     assert "MCP tool agent_run failed with an unexpected error (a bug)\nTraceback (most recent call last)" in log
     assert "RuntimeError: plugin bug: boom" in log and "building provider 'broken' failed" in log

@@ -77,7 +77,7 @@ class Toolbox:
         session_token: SessionToken = None,
         max_depth: Annotated[int | None, Field(ge=0, le=8)] = None,
         subagents: bool = True,
-        timeout_s: Annotated[float | None, Field(gt=0)] = None,
+        timeout_s: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None,
         answers: Annotated[dict[Literal["clarification", "blocking", "final"], str] | None,
                            Field(description="Answers given up front to the agents' questions.")] = None,
     ) -> dict[str, Any]:
