@@ -8,13 +8,6 @@ import pytest
 
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.sessions import SessionAccessError, SessionError
-from agentstack_lab.workspace import Workspace
-
-
-@pytest.fixture
-def ws(tmp_path):
-    with Workspace.open(tmp_path, announce=False) as w:
-        yield w
 
 
 def test_a_private_session_opens_with_its_token_only(ws):
