@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import subprocess
 import sys
@@ -31,11 +32,12 @@ def _command() -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(workspace: Path):
+async def mcp_client(workspace: Path, *, log: str = "server.stderr", env: dict[str, str] | None = None):
+    """A real ``agentstack-lab mcp`` server process on ``workspace``; its stderr goes to ``workspace/log``."""
     cmd = _command()
     params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp", "--workspace", str(workspace)],
-                                   cwd=str(workspace))
-    with open(workspace / "server.stderr", "w") as errlog:
+                                   cwd=str(workspace), env=env)
+    with open(workspace / log, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             yield session
@@ -130,20 +132,27 @@ async def test_invalid_input_gives_one_clear_tool_error(workdir):
 
 async def test_session_isolation(workdir):
     async with mcp_client(workdir) as s:
-        a = (await call(s, "session_start", name="A"))["id"]
-        b = (await call(s, "session_start", name="B"))["id"]
-        stored = await call(s, "memory_store", key="secret", content="the launch code is zebra", session_id=a)
+        started_a = await call(s, "session_start", name="A")
+        started_b = await call(s, "session_start", name="B")
+        a, ta = started_a["id"], started_a["session_token"]
+        b, tb = started_b["id"], started_b["session_token"]
+        stored = await call(s, "memory_store", key="secret", content="the launch code is zebra", session_id=a,
+                            session_token=ta)
         assert stored["namespace"] == f"session:{a}"
-        assert [h["key"] for h in (await call(s, "memory_search", query="zebra", session_id=a))["results"]] == ["secret"]
-        assert (await call(s, "memory_search", query="zebra", session_id=b))["results"] == []
+        hits = (await call(s, "memory_search", query="zebra", session_id=a, session_token=ta))["results"]
+        assert [h["key"] for h in hits] == ["secret"]
+        assert (await call(s, "memory_search", query="zebra", session_id=b, session_token=tb))["results"] == []
         assert (await call(s, "memory_search", query="zebra"))["results"] == []
-        denied = await error(s, "memory_get", key="secret", namespace=f"session:{a}", session_id=b)
+        denied = await error(s, "memory_get", key="secret", namespace=f"session:{a}", session_id=b, session_token=tb)
         assert f"read denied: namespace 'session:{a}' belongs to another session" in denied
         assert "denied" in await error(s, "memory_store", key="x", content="y", namespace=f"session:{a}")
+        assert "denied" in await error(s, "memory_get", key="secret", namespace=f"session:{a}")
         assert {x["id"] for x in (await call(s, "session_active"))["sessions"]} >= {a, b}
-        ended = await call(s, "session_end", session_id=a)
-        assert ended["status"] == "ended" and ended["entries"] == 1
-        assert "has ended" in await error(s, "memory_search", query="zebra", session_id=a)
+        # B's token is not A's
+        assert "wrong session_token" in await error(s, "memory_get", key="secret", session_id=a, session_token=tb)
+        ended = await call(s, "session_end", session_id=a, session_token=ta)
+        assert ended["status"] == "ended" and ended["entries"] == 1 and "session_token" not in ended
+        assert "has ended" in await error(s, "memory_search", query="zebra", session_id=a, session_token=ta)
         assert (await call(s, "session_status", session_id=a))["entries"] == 0
 
 
@@ -206,3 +215,128 @@ async def test_agent_stop_reaches_runs_of_this_process_only(workdir):
         with pytest.raises(LookupError, match="not running in this MCP server"):
             await tb.agent_stop("a-foreign")
         assert sp.get("a-foreign").status == "running" and sp.get(idle.id).status == "stopped"
+
+
+async def test_a_session_id_is_not_enough_to_use_another_clients_session(workdir):
+    """Two server processes on one workspace: B sees A's session id, but only A's token opens it."""
+    async with mcp_client(workdir, log="a.stderr") as a:
+        started = await call(a, "session_start", name="private")
+        sid, token = started["id"], started["session_token"]
+        assert len(token) >= 40
+        await call(a, "memory_store", key="note", content="the vault code is walrus", session_id=sid,
+                   session_token=token)
+        async with mcp_client(workdir, log="b.stderr") as b:
+            listed = (await call(b, "session_active"))["sessions"]
+            assert [x["id"] for x in listed] == [sid] and not any("token" in k for x in listed for k in x)
+            attempts = [("memory_get", {"key": "note"}), ("memory_search", {"query": "walrus"}),
+                        ("memory_list", {}), ("memory_delete", {"key": "note"}),
+                        ("memory_store", {"key": "note", "content": "overwritten"}), ("session_end", {}),
+                        ("agent_run", {"prompt": "what is a monad?", "wait": True})]
+            for tool, args in attempts:
+                assert f"session '{sid}' is private: pass the session_token" in await error(b, tool, session_id=sid,
+                                                                                             **args)
+                wrong = await error(b, tool, session_id=sid, session_token="x" * len(token), **args)
+                assert wrong.endswith(f"wrong session_token for session '{sid}'")
+            # nothing changed: the entry, the session, no run
+            st = await call(b, "session_status", session_id=sid)
+            assert st["status"] == "active" and st["entries"] == 1 and "session_token" not in st
+            assert (await call(b, "agent_list"))["count"] == 0
+            entry = await call(a, "memory_get", key="note", session_id=sid, session_token=token)
+            assert entry["content"] == "the vault code is walrus" and entry["version"] == 1
+
+            # with the token, the other process may use the session (the token travels, the connection does not matter)
+            got = await call(b, "memory_get", key="note", session_id=sid, session_token=token)
+            assert got["content"] == "the vault code is walrus"
+            hits = (await call(b, "memory_search", query="walrus", session_id=sid, session_token=token))["results"]
+            assert [h["key"] for h in hits] == ["note"]
+            assert (await call(b, "memory_list", session_id=sid, session_token=token))["count"] == 1
+            run = await call(b, "agent_run", prompt="what is a monad?", wait=True, session_id=sid, session_token=token)
+            assert run["status"] == "completed" and run["session_id"] == sid
+            assert (await call(b, "memory_delete", key="note", session_id=sid, session_token=token))["deleted"] == "note"
+            assert (await call(b, "session_end", session_id=sid, session_token=token))["status"] == "ended"
+            # an ended session takes no writes, from the process that started it either
+            assert "has ended" in await error(a, "memory_store", key="late", content="too late", session_id=sid,
+                                              session_token=token)
+
+    # the token was shown once and is nowhere else: not in the database files, the event log, or the logs
+    store = workdir / ".agentstack"
+    for f in store.iterdir():
+        assert token.encode() not in f.read_bytes(), f.name
+    for log in ("a.stderr", "b.stderr"):
+        assert token not in (workdir / log).read_text()
+    from agentstack_lab.workspace import Workspace
+
+    with Workspace.open(workdir, announce=False) as ws:
+        assert ws.db.query("SELECT token_hash FROM sessions WHERE id = ?", [sid])[0][0] == \
+            hashlib.sha256(token.encode()).hexdigest()
+        events = ws.db.query("SELECT * FROM events")
+        assert events and not any(token in str(cell) for row in events for cell in row)
+        assert ws.db.query("SELECT count(*) FROM memory WHERE namespace = ?", [f"session:{sid}"])[0][0] == 0
+
+
+async def test_empty_session_id_is_an_error_and_an_ended_session_takes_no_writes(workdir):
+    async with mcp_client(workdir) as s:
+        for tool, args in [("memory_store", {"key": "k", "content": "c"}), ("memory_get", {"key": "k"}),
+                           ("memory_search", {"query": "c"}), ("memory_list", {}), ("memory_delete", {"key": "k"}),
+                           ("agent_run", {"prompt": "hi"}), ("agent_list", {}), ("session_end", {})]:
+            assert await error(s, tool, session_id="", **args) == \
+                f"invalid arguments for {tool}: session_id: String should have at least 1 character"
+        assert "session_token was given without session_id" in await error(s, "memory_store", key="k", content="c",
+                                                                           session_token="t")
+        started = await call(s, "session_start")
+        sid, token = started["id"], started["session_token"]
+        await call(s, "session_end", session_id=sid, session_token=token)
+        assert f"session '{sid}' has ended" in await error(s, "memory_store", key="k", content="c", session_id=sid,
+                                                            session_token=token)
+        assert f"session '{sid}' has ended" in await error(s, "agent_run", prompt="what is a monad?", wait=True,
+                                                            session_id=sid, session_token=token)
+        assert "only an active session can end" in await error(s, "session_end", session_id=sid, session_token=token)
+        # nothing was written anywhere by the refused calls
+        st = await call(s, "system_status")
+        assert st["counts"]["memory"]["memory"] == 0 and st["counts"]["agents"] == {}
+        assert st["counts"]["events"] == 0
+
+
+BROKEN_PLUGIN = '''
+from agentstack_lab.plugins import hookimpl
+
+
+def _broken(config=None, **overrides):
+    raise RuntimeError("plugin bug: boom")
+
+
+@hookimpl
+def register_providers(register):
+    register("broken", _broken)
+'''
+
+
+def _broken_plugin_env(folder: Path) -> dict[str, str]:
+    """A real installed plugin (a dist-info with an entry point) whose provider factory has a bug."""
+    folder.mkdir()
+    (folder / "broken_provider.py").write_text(BROKEN_PLUGIN)
+    dist = folder / "broken_provider-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-provider\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[agentstack_lab]\nbroken = broken_provider\n")
+    return {"PYTHONPATH": str(folder)}
+
+
+async def test_a_bug_is_logged_with_its_traceback_and_the_client_reads_one_line(workdir, tmp_path):
+    async with mcp_client(workdir, env=_broken_plugin_env(tmp_path / "plugins")) as s:
+        text = await error(s, "agent_run", prompt="hi", provider="broken")
+        assert text.endswith("internal error (see server log)") and "boom" not in text
+        # a broken provider does not take system_status down; the others are still reported
+        st = await call(s, "system_status")
+        assert st["providers"]["available"]["broken"] == {"available": False,
+                                                          "detail": "internal error (see server log)"}
+        assert st["providers"]["available"]["scripted"]["available"]
+        # expected errors stay one clear line and are not logged as bugs
+        assert "mode: Input should be 'hybrid', 'fts' or 'vector'" in await error(s, "memory_search", query="x",
+                                                                                  mode="nope")
+        assert "unknown agent type 'wizard'" in await error(s, "agent_run", prompt="hi", agent_type="wizard")
+        assert (await error(s, "agent_run", prompt="   ")).endswith("prompt must be a non-empty string")
+    log = (workdir / "server.stderr").read_text()
+    assert "MCP tool agent_run failed with an unexpected error (a bug)\nTraceback (most recent call last)" in log
+    assert "RuntimeError: plugin bug: boom" in log and "building provider 'broken' failed" in log
+    assert "wizard" not in log

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentstack_lab.agents.spawner import InvalidTransitionError, now_iso
-from agentstack_lab.errors import AgentstackError
+from agentstack_lab.errors import AgentstackError, UsageError
 
 __all__ = ["IdentityService", "AgentIdentity", "AuditEntry", "IDENTITY_TRANSITIONS", "IdentityNotFoundError"]
 
@@ -171,7 +171,7 @@ class IdentityService:
     def _check_name_free(conn: Any, display_name: str | None, agent_id: str) -> None:
         if display_name and conn.execute("SELECT 1 FROM identities WHERE display_name = ? AND agent_id != ?",
                                          (display_name, agent_id)).fetchone():
-            raise ValueError(f"an identity named {display_name!r} already exists")
+            raise UsageError(f"an identity named {display_name!r} already exists")
 
     def _row(self, conn: Any, agent_id: str) -> Any:
         row = conn.execute("SELECT * FROM identities WHERE agent_id = ?", (agent_id,)).fetchone()

@@ -11,6 +11,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from agentstack_lab.errors import NotFoundError, UsageError
+
 __all__ = ["agent_rows", "resolve_run", "last_events", "describe_event", "EventFollower", "elapsed_s",
            "status_counts"]
 
@@ -38,10 +40,10 @@ def agent_rows(db: Any, *, run_id: str | None = None, status: str | None = None,
 
 
 def resolve_run(db: Any, ref: str) -> str:
-    """The run id that ``ref`` names (a full id or a unique prefix); ``LookupError`` otherwise."""
+    """The run id that ``ref`` names (a full id or a unique prefix); ``NotFoundError``/``UsageError`` otherwise."""
     ref = (ref or "").strip()
     if not ref:
-        raise ValueError("a run id is required")
+        raise UsageError("a run id is required")
     found = [r[0] for r in db.query("SELECT DISTINCT run_id FROM agents WHERE substr(run_id, 1, ?) = ? LIMIT 3",
                                     (len(ref), ref))]
     if ref in found:
@@ -49,9 +51,9 @@ def resolve_run(db: Any, ref: str) -> str:
     if not found:
         if db.query("SELECT 1 FROM events WHERE run_id = ? LIMIT 1", (ref,)):
             return ref
-        raise LookupError(f"no run {ref!r} in this workspace")
+        raise NotFoundError(f"no run {ref!r} in this workspace")
     if len(found) > 1:
-        raise LookupError(f"run id prefix {ref!r} is ambiguous ({', '.join(f[:12] for f in found)}, ...)")
+        raise UsageError(f"run id prefix {ref!r} is ambiguous ({', '.join(f[:12] for f in found)}, ...)")
     return found[0]
 
 

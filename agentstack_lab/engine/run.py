@@ -25,6 +25,7 @@ from agentstack_lab.engine.options import (
     RunOptions,
 )
 from agentstack_lab.engine.state import AgentNode, snapshot_tree
+from agentstack_lab.errors import UsageError
 from agentstack_lab.events import (
     AgentCompleted,
     AgentState,
@@ -54,7 +55,7 @@ class AgentRun:
                  session_id: str | None = None, executor: Executor | str | None = None,
                  registry: AgentRegistry | None = None):
         if not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError("prompt must be a non-empty string")
+            raise UsageError("prompt must be a non-empty string")
         config = getattr(workspace, "config", None)
         self.options = RunOptions.coerce(options, config)
         self.registry = registry or getattr(workspace, "agent_registry", None) or AgentRegistry()

@@ -1,9 +1,12 @@
 """The MCP server: the :class:`~agentstack_lab.mcp.tools.Toolbox` methods served over stdio.
 
-Expected failures (bad input, unknown ids, access denied, a missing provider key, an invalid
-transition) come back as tool errors with one line of text; argument validation failures are
-reduced to ``field: problem`` pairs. Runs still going when the client disconnects are stopped
-(and their event logs flushed) before the process exits.
+Expected failures (:class:`~agentstack_lab.errors.AgentstackError`: bad input, unknown ids, access
+denied, a missing provider key, an invalid transition) come back as tool errors with one line of
+text; argument validation failures are reduced to ``field: problem`` pairs. Anything else is a bug:
+it is logged with its traceback (stderr, the MCP host's server log) and the client reads only
+``internal error (see server log)``, so neither a stack nor an exception's text (which may quote
+arguments, such as a session token) reaches the model. Runs still going when the client
+disconnects are stopped (and their event logs flushed) before the process exits.
 """
 
 from __future__ import annotations
@@ -11,54 +14,43 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError, message
 from agentstack_lab.mcp.tools import TOOL_NAMES, Toolbox
 
-__all__ = ["build_server", "serve", "expected_errors"]
+__all__ = ["build_server", "serve", "INTERNAL_ERROR"]
+
+log = logging.getLogger(__name__)
+
+INTERNAL_ERROR = "internal error (see server log)"
 
 INSTRUCTIONS = (
     "agentstack-lab: recursive LLM agents over one SQLite workspace. agent_run starts a headless run "
     "(auto_approve must be set for agents to run Python; questions need `answers`); agent_status, "
     "agent_tree and agent_list read the workspace database, so they also show runs of other processes "
-    "(notebooks, the CLI). memory_* honour sessions: pass session_id to use a session's private namespace. "
+    "(notebooks, the CLI). memory_* honour sessions: pass session_id and the session_token that "
+    "session_start returned (once) to use a session's private namespace; keep the token to yourself. "
     "task_* and consensus_* tools are not served (those services are not built).")
 
 
-def expected_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions whose message is the answer (shown to the client as a tool error)."""
-    from agentstack_lab.config import ConfigError
-    from agentstack_lab.engine import AgentRunError
-    from agentstack_lab.providers.base import ProviderError
-    from agentstack_lab.store.connection import sqlite
-
-    return (ValueError, LookupError, PermissionError, TypeError, ConfigError, ProviderError, AgentRunError,
-            ImportError, sqlite.Error)
-
-
-def _message(exc: BaseException) -> str:
-    if isinstance(exc, KeyError) and len(exc.args) == 1 and isinstance(exc.args[0], str):
-        text = exc.args[0]  # KeyError's str() would quote it
-    else:
-        text = str(exc) or type(exc).__name__
-    return " ".join(text.split())
-
-
-def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a tool on the server's loop; expected errors become one-line tool errors."""
+def _guard(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a tool on the server's loop: expected errors become one-line tool errors, bugs are logged."""
     from mcp.server.mcpserver.exceptions import ToolError
-
-    errors = expected_errors()
 
     @functools.wraps(fn)
     async def tool(**kwargs: Any) -> Any:
         try:
             result = fn(**kwargs)
             return await result if inspect.isawaitable(result) else result
-        except errors as exc:
-            raise ToolError(_message(exc)) from None
+        except AgentstackError as exc:
+            raise ToolError(message(exc)) from None
+        except Exception:
+            log.exception("MCP tool %s failed with an unexpected error (a bug)", name)
+            raise ToolError(INTERNAL_ERROR) from None
 
     return tool
 
@@ -113,7 +105,7 @@ def build_server(workspace: Any) -> Any:
     server = _server_class()(name="agentstack-lab", version=__version__, instructions=INSTRUCTIONS,
                              lifespan=lifespan, log_level="WARNING")
     for name in TOOL_NAMES:
-        server.add_tool(_guard(getattr(toolbox, name)), name=name)
+        server.add_tool(_guard(name, getattr(toolbox, name)), name=name)
     server.toolbox = toolbox
     return server
 
@@ -131,8 +123,14 @@ async def _stop_runs(toolbox: Toolbox) -> None:
 
 def serve(path: str | Path | None = None) -> None:
     """Open the workspace (``path`` or the one found from the working directory) and serve over stdio."""
+    import sys
+
     from agentstack_lab.workspace import Workspace
 
+    # Plain lines on stderr (the MCP host's server log): set before the SDK's own basicConfig, which would
+    # otherwise install a Rich handler that wraps tracebacks into 80-column boxes.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     ws = Workspace.open(path)
     try:
         _ = ws.memory  # open and migrate now: a broken database or embedder fails before the protocol starts

@@ -1,10 +1,16 @@
 """The MCP tools as plain methods over one workspace (the server in ``server.py`` only registers them).
 
 Each method's signature is its input schema (``Annotated`` fields carry limits and descriptions);
-each returns a JSON-able dict. Errors are the services' own exceptions (``ValueError``,
-``LookupError``, ``PermissionError``, ``ProviderError``...) and the server turns them into one-line
-tool errors. Agent runs started here live in this process; everything else is read from the
-workspace database, so runs of other processes (a notebook, the CLI) show too.
+each returns a JSON-able dict. Expected failures are :class:`~agentstack_lab.errors.AgentstackError`
+subclasses, which the server turns into one-line tool errors. Agent runs started here live in this
+process; everything else is read from the workspace database, so runs of other processes (a
+notebook, the CLI) show too.
+
+Session privacy: session ids are listed by ``session_active``, ``agent_list`` and ``system_status``,
+so an id proves nothing. ``session_start`` returns a secret ``session_token`` once (only its sha256
+is stored); every tool that reads, writes or ends a session's private namespace (``memory_*`` with
+``session_id``, ``session_end``, ``agent_run`` with ``session_id``) needs it, so a second client on
+the same workspace, or a model that saw another session's id, cannot use that session.
 
 Not built yet, so not offered: ``task_*`` and ``consensus_*`` (their services do not exist).
 """
@@ -13,11 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
+
 __all__ = ["Toolbox", "TOOL_NAMES"]
+
+log = logging.getLogger(__name__)
 
 TOOL_NAMES = (
     "agent_run", "agent_status", "agent_tree", "agent_list", "agent_stop", "agent_types",
@@ -27,8 +38,11 @@ TOOL_NAMES = (
     "system_status",
 )
 
-SessionId = Annotated[str | None, Field(description="Act within this session (its private namespace "
-                                                    "session:<id> becomes readable and the default).")]
+SessionId = Annotated[str | None, Field(min_length=1, description="Act within this session (its private namespace "
+                                                    "session:<id> becomes readable and the default); needs "
+                                                    "session_token.")]
+SessionToken = Annotated[str | None, Field(max_length=200, description="The secret session_start returned "
+                                                                       "for session_id (required with it).")]
 Namespace = Annotated[str | None, Field(description="Namespace (default: 'default', or the session's own).")]
 Key = Annotated[str, Field(min_length=1, max_length=1024)]
 Status = Literal["pending", "idle", "running", "waiting_user", "completed", "failed", "stopped"]
@@ -60,9 +74,10 @@ class Toolbox:
         executor: Literal["subprocess", "live"] = "subprocess",
         wait: Annotated[bool, Field(description="Wait for the end and return result and tree.")] = False,
         session_id: SessionId = None,
+        session_token: SessionToken = None,
         max_depth: Annotated[int | None, Field(ge=0, le=8)] = None,
         subagents: bool = True,
-        timeout_s: Annotated[float | None, Field(gt=0)] = None,
+        timeout_s: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None,
         answers: Annotated[dict[Literal["clarification", "blocking", "final"], str] | None,
                            Field(description="Answers given up front to the agents' questions.")] = None,
     ) -> dict[str, Any]:
@@ -70,7 +85,9 @@ class Toolbox:
         from agentstack_lab.engine import AgentRun
 
         if session_id is not None:
-            self._active_session(session_id)
+            self._session(session_id, session_token)
+        elif session_token is not None:
+            raise UsageError("session_token was given without session_id")
         options: dict[str, Any] = {"interactive": False, "auto_approve": auto_approve, "executor": executor,
                                    "subagents": subagents, "answers": dict(answers or {})}
         if max_depth is not None:
@@ -118,7 +135,8 @@ class Toolbox:
         rid = resolve_run(self.ws.db, run_id)
         return {"run_id": rid, "tree": rebuild_tree(self.ws.db, rid)}
 
-    def agent_list(self, run_id: str | None = None, status: Status | None = None, session_id: str | None = None,
+    def agent_list(self, run_id: str | None = None, status: Status | None = None,
+                   session_id: Annotated[str | None, Field(min_length=1)] = None,
                    roots_only: Annotated[bool, Field(description="Only run roots (one row per run).")] = False,
                    limit: Annotated[int, Field(ge=1, le=1000)] = 50) -> dict[str, Any]:
         """Agents in the workspace database, newest first."""
@@ -140,18 +158,18 @@ class Toolbox:
         reason = reason or "stopped through MCP"
         run, node = self._live_node(agent_id)
         if run is not None and node is None:
-            raise ValueError(f"run {agent_id} has not started its root agent yet; try again")
+            raise UsageError(f"run {agent_id} has not started its root agent yet; try again")
         if node is None:  # not (or no longer) running here: the database says what it is
             self._reap()
             row = self._agent(agent_id)
             if row.status in TERMINAL:
-                raise ValueError(f"agent {row.name} already {row.status}; nothing to stop")
+                raise UsageError(f"agent {row.name} already {row.status}; nothing to stop")
             if row.run_id is None:
                 return _asdict(Spawner(self.ws.db).stop(row.id, reason))
-            raise LookupError(f"run {row.run_id} is not running in this MCP server (it was started by another "
+            raise NotFoundError(f"run {row.run_id} is not running in this MCP server (it was started by another "
                               "process, or that process ended); stop it where it runs")
         if node.terminal:
-            raise ValueError(f"agent {node.name} already {node.status}; nothing to stop")
+            raise UsageError(f"agent {node.name} already {node.status}; nothing to stop")
         run.stop(None if node.id == run.id else node.id, reason=reason)
         for _ in range(500):  # the subtree settles within a few loop turns
             if node.terminal:
@@ -198,71 +216,84 @@ class Toolbox:
         return row
 
     # --- memory ------------------------------------------------------------------------------------
-    def _active_session(self, session_id: str) -> Any:
+    def _session(self, session_id: str, token: str | None) -> Any:
+        """The active session ``session_id``, if ``token`` is its secret (checked first: an id alone says nothing)."""
+        self.ws.sessions.authorize(session_id, token)
         return self.ws.sessions.require_active(session_id)
 
-    def _memory(self, session_id: str | None, agent_id: str | None = None) -> Any:
+    def _memory(self, session_id: str | None, token: str | None, agent_id: str | None = None) -> Any:
         if session_id is None:
+            if token is not None:
+                raise UsageError("session_token was given without session_id")
             return self.ws.memory.scoped(None, agent_id=agent_id) if agent_id else self.ws.memory
-        self._active_session(session_id)
+        self._session(session_id, token)
         return self.ws.memory.scoped(session_id, agent_id=agent_id)
 
     def memory_store(self, key: Key, content: Annotated[str, Field(min_length=1)], namespace: Namespace = None,
-                     session_id: SessionId = None, agent_id: str | None = None,
+                     session_id: SessionId = None, session_token: SessionToken = None, agent_id: str | None = None,
                      tags: list[Annotated[str, Field(min_length=1)]] | None = None,
                      metadata: dict[str, Any] | None = None) -> dict[str, Any]:
         """Store (or update) a memory entry; a changed content keeps the old version."""
-        entry = self._memory(session_id, agent_id).store(key, content, namespace=namespace, agent_id=agent_id,
+        entry = self._memory(session_id, session_token, agent_id).store(key, content, namespace=namespace, agent_id=agent_id,
                                                          tags=tags, metadata=metadata)
         return entry.to_dict()
 
-    def memory_get(self, key: Key, namespace: Namespace = None, session_id: SessionId = None) -> dict[str, Any]:
+    def memory_get(self, key: Key, namespace: Namespace = None, session_id: SessionId = None,
+                   session_token: SessionToken = None) -> dict[str, Any]:
         """One memory entry by key."""
         from agentstack_lab.memory.access import derive_namespace
 
-        mem = self._memory(session_id)
+        mem = self._memory(session_id, session_token)
         entry = mem.get(key, namespace=namespace)
         if entry is None:
-            raise LookupError(f"no entry {key!r} in namespace {derive_namespace(mem.context, namespace)!r}")
+            raise NotFoundError(f"no entry {key!r} in namespace {derive_namespace(mem.context, namespace)!r}")
         return entry.to_dict()
 
     def memory_search(self, query: Annotated[str, Field(min_length=1)],
                       mode: Literal["hybrid", "fts", "vector"] = "hybrid", namespace: Namespace = None,
-                      session_id: SessionId = None, agent_id: str | None = None, include_shared: bool = True,
+                      session_id: SessionId = None, session_token: SessionToken = None,
+                      agent_id: str | None = None, include_shared: bool = True,
                       limit: Annotated[int, Field(ge=1, le=200)] = 10,
                       threshold: Annotated[float | None, Field(ge=0, le=1)] = None) -> dict[str, Any]:
         """Search memory by keywords (FTS5), by meaning (vectors) or both (hybrid, rank fusion)."""
-        hits = self._memory(session_id, agent_id).search(query, mode, namespace=namespace, agent_id=agent_id,
+        hits = self._memory(session_id, session_token, agent_id).search(query, mode, namespace=namespace, agent_id=agent_id,
                                                          include_shared=include_shared, limit=limit,
                                                          threshold=threshold)
         return {"results": [h.to_dict() for h in hits], "count": len(hits), "degraded": hits.degraded}
 
-    def memory_list(self, namespace: Namespace = None, session_id: SessionId = None, agent_id: str | None = None,
-                    tag: str | None = None, limit: Annotated[int, Field(ge=1, le=1000)] = 50,
+    def memory_list(self, namespace: Namespace = None, session_id: SessionId = None,
+                    session_token: SessionToken = None, agent_id: str | None = None, tag: str | None = None, limit: Annotated[int, Field(ge=1, le=1000)] = 50,
                     offset: Annotated[int, Field(ge=0)] = 0) -> dict[str, Any]:
         """Memory entries, newest first."""
-        entries = self._memory(session_id, agent_id).list(namespace=namespace, agent_id=agent_id, tag=tag,
+        entries = self._memory(session_id, session_token, agent_id).list(namespace=namespace, agent_id=agent_id, tag=tag,
                                                           limit=limit, offset=offset)
         return {"entries": [e.to_dict() for e in entries], "count": len(entries)}
 
-    def memory_delete(self, key: Key, namespace: Namespace = None, session_id: SessionId = None) -> dict[str, Any]:
+    def memory_delete(self, key: Key, namespace: Namespace = None, session_id: SessionId = None,
+                      session_token: SessionToken = None) -> dict[str, Any]:
         """Delete a memory entry."""
         from agentstack_lab.memory.access import derive_namespace
 
-        mem = self._memory(session_id)
+        mem = self._memory(session_id, session_token)
         ns = derive_namespace(mem.context, namespace)
         if not mem.delete(key, namespace=namespace):
-            raise LookupError(f"no entry {key!r} in namespace {ns!r}")
+            raise NotFoundError(f"no entry {key!r} in namespace {ns!r}")
         return {"deleted": key, "namespace": ns}
 
     # --- sessions ----------------------------------------------------------------------------------
     def session_start(self, name: Annotated[str | None, Field(min_length=1, max_length=200)] = None,
                       metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Start a session: a private memory namespace that ending the session deletes."""
-        return self.ws.sessions.start(name, metadata=metadata).to_dict()
+        """Start a session: a private memory namespace that ending the session deletes.
 
-    def session_end(self, session_id: Annotated[str, Field(min_length=1)]) -> dict[str, Any]:
-        """End a session and delete its private memory (`entries` = entries removed)."""
+        The result's `session_token` is shown only here: pass it with session_id to use or end the session.
+        """
+        session, token = self.ws.sessions.start_private(name, metadata=metadata)
+        return {**session.to_dict(), "session_token": token}
+
+    def session_end(self, session_id: Annotated[str, Field(min_length=1)],
+                    session_token: SessionToken = None) -> dict[str, Any]:
+        """End a session and delete its private memory (`entries` = entries removed); needs its session_token."""
+        self.ws.sessions.authorize(session_id, session_token)
         return self.ws.sessions.end(session_id).to_dict()
 
     def session_status(self, session_id: Annotated[str, Field(min_length=1)]) -> dict[str, Any]:
@@ -341,15 +372,22 @@ class Toolbox:
         }
 
     def _providers(self) -> dict[str, dict[str, Any]]:
-        """Each registered provider, built from the config: built = usable (keys, SDK, binary); never contacted."""
+        """Each registered provider, built from the config: built = usable (keys, SDK, binary); never contacted.
+
+        A missing key or SDK is the answer for that provider; a provider whose factory crashes is a bug
+        (logged with its traceback) and must not take ``system_status`` down with it.
+        """
         from agentstack_lab.providers.registry import list_providers
 
         out: dict[str, dict[str, Any]] = {}
         for name in list_providers():
             try:
                 self.ws.get_provider(name)
-            except Exception as exc:  # noqa: BLE001 - the reason is the answer
-                out[name] = {"available": False, "detail": str(exc).splitlines()[0][:300]}
+            except (AgentstackError, ImportError) as exc:
+                out[name] = {"available": False, "detail": message(exc)[:300]}
+            except Exception:  # noqa: BLE001 - one broken (plugin) provider must not hide the others
+                log.exception("building provider %r failed", name)
+                out[name] = {"available": False, "detail": "internal error (see server log)"}
             else:
                 out[name] = {"available": True, "detail": "built from the config (keys, SDK and binary present); "
                                                           "not contacted"}

@@ -11,20 +11,39 @@ write lock, so a writer in another process either commits before the end (and it
 purged with the rest) or sees the session ended and writes nothing. Checking only before
 the transaction (as the surfaces did) left a row behind or crashed the writer in 3 of 3 trials
 of the two-process test in ``tests/test_memory_sessions_hardening.py``.
+
+Session ids are not secrets (they are listed by ``active()`` and shown by every surface), so a
+session may also be guarded by a secret token: :meth:`Sessions.start_private` and
+:meth:`Sessions.issue_token` return 32 random bytes (URL-safe, 43 characters) once and store only
+their sha256; :meth:`Sessions.authorize` checks a presented token in constant time. The MCP
+server requires it; the local user's own surfaces (CLI, Python API, notebook) do not.
 """
 
 from __future__ import annotations
 
 import builtins
+import hashlib
+import hmac
 import json
+import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import SessionError, check_session_id, session_namespace
 
-__all__ = ["Session", "Sessions", "SessionError"]
+__all__ = ["Session", "Sessions", "SessionError", "SessionAccessError", "token_hash"]
+
+
+class SessionAccessError(AgentstackError, PermissionError):
+    """A session's private namespace was asked for without its secret token (nothing was read or changed)."""
+
+
+def token_hash(token: str) -> str:
+    """What is stored of a session token: its sha256 (hex). The token is 256 random bits, so no salt or KDF."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -103,6 +122,38 @@ class Sessions:
         if s.status != "active":
             raise SessionError(f"session {session_id!r} has ended; start a new one")
         return s
+
+    # --- secret tokens (MCP session privacy) -------------------------------------------------------
+    def start_private(self, name: str | None = None, *,
+                      metadata: dict[str, Any] | None = None) -> tuple[Session, str]:
+        """Start a session guarded by a secret token; returns ``(session, token)``, the token only this once."""
+        session = self.start(name, metadata=metadata)
+        return session, self.issue_token(session.id)
+
+    def issue_token(self, session_id: str) -> str:
+        """A new secret token for an active session (an earlier one stops working); only its sha256 is kept."""
+        token = secrets.token_urlsafe(32)
+        with self.db.transaction() as conn:
+            row = self._row(session_id)
+            if row[2] != "active":
+                raise SessionError(f"session {session_id!r} has ended; start a new one")
+            conn.execute("UPDATE sessions SET token_hash = ? WHERE id = ?", (token_hash(token), session_id))
+        return token
+
+    def authorize(self, session_id: str, token: str | None) -> Session:
+        """The session, if ``token`` is its secret; :class:`SessionAccessError` when missing, wrong or never issued."""
+        row = self.db.conn.execute("SELECT token_hash FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionError(f"no session with id {session_id!r}")
+        if row[0] is None:
+            raise SessionAccessError(f"session {session_id!r} has no session token (it was started outside MCP); "
+                                     "its owner can issue one with Sessions.issue_token")
+        if not token:
+            raise SessionAccessError(f"session {session_id!r} is private: pass the session_token that "
+                                     "session_start returned")
+        if not hmac.compare_digest(row[0], token_hash(token)):
+            raise SessionAccessError(f"wrong session_token for session {session_id!r}")
+        return self.status(session_id)
 
     def get(self, session_id: str) -> Session | None:
         """The session, or ``None`` when there is none with that id (an empty id still raises)."""

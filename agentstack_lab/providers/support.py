@@ -12,10 +12,11 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
+from agentstack_lab.errors import AgentstackError
 from agentstack_lab.providers.base import MissingKeyError
 
 __all__ = ["secret", "resolve_key", "retry_after_seconds", "backoff_delay", "with_retries", "RETRY_STATUSES",
-           "missing_extra", "run_sync", "LoopClients", "close_loop_clients"]
+           "missing_extra", "MissingExtraError", "run_sync", "LoopClients", "close_loop_clients"]
 
 T = TypeVar("T")
 
@@ -54,9 +55,13 @@ def resolve_key(explicit: Any, env_var: str, provider: str, *, required: bool = 
     return None, env_var
 
 
+class MissingExtraError(AgentstackError, ImportError):
+    """An optional SDK is not installed; the message names the extra to install."""
+
+
 def missing_extra(package: str, extra: str) -> ImportError:
     """An ImportError telling the user which extra to install."""
-    return ImportError(f"the {extra} provider needs the {package!r} package: pip install 'agentstack-lab[{extra}]'")
+    return MissingExtraError(f"the {extra} provider needs the {package!r} package: pip install 'agentstack-lab[{extra}]'")
 
 
 def retry_after_seconds(headers: Any) -> float | None:

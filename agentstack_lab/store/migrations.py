@@ -330,3 +330,14 @@ def foundation_fts_hashsize(conn: Any) -> None:
     Stored in ``memory_fts_config``, so every connection and process uses it.
     """
     conn.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES ('hashsize', 8388608)")
+
+
+@migration
+def foundation_session_tokens(conn: Any) -> None:
+    """The sha256 of a session's secret token (MCP session privacy; the token itself is never stored).
+
+    A session started through MCP gets a 256-bit token, returned once; every MCP tool that reads,
+    writes or ends the session's private namespace must present it. NULL: a session started
+    locally (CLI, Python API, notebook), which MCP clients cannot use until its owner issues a token.
+    """
+    conn.execute("ALTER TABLE sessions ADD COLUMN token_hash TEXT")
