@@ -458,3 +458,4 @@ def test_excerpt_drops_code_fences():
 
     assert excerpt("```python\nx = 1\n```\nDone.") == "x = 1 Done."
     assert "`" not in excerpt("```?\nresult\n```")
+    assert excerpt("No gaps: **three** years") == "No gaps: three years"

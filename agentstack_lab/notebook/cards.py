@@ -53,7 +53,7 @@ class QueryCard:
             children = self._approval(agent_type, tool, executor)
         else:
             children = self._question()
-        self.box = W.VBox([*children, self.note], layout=W.Layout(width="100%"))
+        self.box = W.VBox([*children, self.note], layout=W.Layout(width="auto"))
         self.box.add_class("agentstack-card")
 
     # -- approval -------------------------------------------------------------------------------
@@ -64,13 +64,13 @@ class QueryCard:
         lines = len(code.splitlines()) or 1
         long = lines > CODE_PREVIEW_LINES
         self.heading = W.HTML(approval_heading(agent_type, tool, code, q.prompt, executor))
-        self.viewer = W.HTML(code_box(code, clamped=long), layout=W.Layout(width="100%"))
+        self.viewer = W.HTML(code_box(code, clamped=long), layout=W.Layout(width="auto", margin="2px 0"))
         self.viewer.add_class("agentstack-code-view")
         self.expand = W.Button(description=f"Show all {lines} lines", tooltip="show the whole code",
                                layout=W.Layout(width="auto", display=None if long else "none"))
         self.expand.add_class("agentstack-expand")
         self.expand.on_click(self._on_expand)
-        self.editor = W.Textarea(value=code, layout=W.Layout(width="100%", height=f"{min(max(lines, 4), 30) * 1.5}em",
+        self.editor = W.Textarea(value=code, layout=W.Layout(width="auto", margin="2px 0", height=f"{min(max(lines, 4), 30) * 1.5}em",
                                                              display="none"))
         self.editor.add_class("agentstack-code")
         self.approve = W.Button(description="Approve", button_style="primary")
@@ -105,7 +105,7 @@ class QueryCard:
     # -- questions ------------------------------------------------------------------------------
     def _question(self) -> list[W.Widget]:
         q = self.query
-        self.answer = W.Text(placeholder="your answer (Enter sends)", layout=W.Layout(width="100%"))
+        self.answer = W.Text(placeholder="your answer (Enter sends)", layout=W.Layout(width="auto", margin="2px 0"))
         self.answer.add_class("agentstack-answer")
         self.answer.on_msg(self._on_text_msg)  # ipywidgets' Text sends {"event": "submit"} on Enter
         send = W.Button(description="Send", button_style="primary")

@@ -165,7 +165,10 @@ async def _finish(run: Any) -> Any:
     from agentstack_lab.engine import AgentRunError
 
     try:
-        await run.wait()
+        try:
+            await run.wait()
+        finally:
+            _refresh_live(run)
     except AgentRunError as exc:
         _show_failed(run)
         raise AgentRunFailed(f"{type(exc).__name__}: {exc}", run) from None
@@ -280,8 +283,20 @@ def _show_live(shell: Any, run: Any) -> None:
     if shell is None or getattr(shell, "display_formatter", None) is None:
         return
     tree = agent_tree(run, shell)
-    display(tree)
+    tree.handle = display(tree, display_id=True)
     tree.shown_in = _cell_request(shell)[2]
+
+
+def _refresh_live(run: Any) -> None:
+    """Redraw the ``--wait`` tree's output once the run ends, so saved notebooks keep the final text fallback."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    magics = _magics(shell) if shell is not None else None
+    tree = magics.trees.get(run) if magics is not None else None
+    handle = getattr(tree, "handle", None)
+    if handle is not None:
+        handle.update(tree)
 
 
 _MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?P<lhs>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?"

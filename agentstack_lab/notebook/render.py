@@ -63,6 +63,8 @@ THEME_CSS = "<style>" + _STATUS_CSS + """
  overflow-y:hidden}
 .agentstack-tree .agentstack-qa-item summary{cursor:pointer;color:var(--jp-ui-font-color1)}
 .agentstack-tree .agentstack-qa-item div{margin-left:1.2em;color:var(--jp-content-font-color1)}
+.agentstack-tree .agentstack-qa .widget-html-content,.agentstack-tree .agentstack-card .widget-html-content{
+ line-height:1.4}
 .agentstack-tree .agentstack-hint{color:var(--jp-ui-font-color1);font-size:85%}
 </style>"""
 

@@ -41,12 +41,13 @@ def format_elapsed(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
+_MARKS = re.compile(r"\*\*|__|`")  # Markdown emphasis and code marks: an excerpt is plain text
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*(\n|$)", re.M)
 
 
 def excerpt(text: str | None, limit: int = 80) -> str:
-    """One line of at most ``limit`` characters, from the first paragraph (code fences dropped)."""
-    text = _FENCE.sub("", (text or "").strip()).strip()
+    """One line of at most ``limit`` characters, from the first paragraph (code fences and ``**`` dropped)."""
+    text = _MARKS.sub("", _FENCE.sub("", (text or "").strip())).strip()
     flat = " ".join(text.split("\n\n", 1)[0].split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 

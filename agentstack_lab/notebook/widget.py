@@ -135,7 +135,8 @@ class _NodeView:
         self.children = W.VBox(layout=W.Layout(margin="0 0 0 1.4em"))
         self.body = W.VBox([self.work, self.qa, self.query, self.result, self.error, self.children])
         side = W.HBox([self.activity, self.meta, self.stop, self.confirm],
-                      layout=W.Layout(flex=fixed, margin="0 0 0 auto", align_items="center"))
+                      layout=W.Layout(flex="0 1 auto", margin="0 0 0 auto", align_items="center", max_width="100%",
+                                      flex_flow="row wrap", justify_content="flex-end"))
         header = W.HBox([self.toggle, self.status, self.title, side],
                         layout=W.Layout(align_items="center", flex_flow="row wrap"))
         header.add_class("agentstack-header")
@@ -143,6 +144,8 @@ class _NodeView:
         self.box.add_class("agentstack-node")
         for w in (self.qa, self.query, self.result, self.error, self.work):
             _hidden(w, True)
+        self.toggle.add_class("agentstack-toggle")
+        self.meta.add_class("agentstack-meta")
         self.toggle.on_click(self._on_toggle)
         self.stop.on_click(self._on_stop)
         self.confirm_yes.on_click(self._on_confirm)
