@@ -41,7 +41,7 @@ def format_elapsed(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
-_MARKS = re.compile(r"\*\*|__|`")  # Markdown emphasis and code marks: an excerpt is plain text
+_MARKS = re.compile(r"\*\*|__")  # Markdown strong emphasis: an excerpt is plain text
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*(\n|$)", re.M)
 
 
