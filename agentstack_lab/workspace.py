@@ -4,7 +4,8 @@
 directory, or ``$AGENTSTACK_CONFIG``) and puts the database at
 ``.agentstack/agentstack.db`` next to it (or under the working directory when there
 is no file). The database is opened on first use, and its absolute path is printed
-to stderr the first time this process opens it (``announce=False`` keeps quiet), with
+to stderr the first time this process opens it (``announce=False`` keeps quiet; the notebook
+passes ``announce="stdout"``, as it is information, not an error), with
 "(new)" when the file is being created. It is never an in-memory database.
 """
 
@@ -34,7 +35,7 @@ class Workspace:
 
     _announced: ClassVar[set[str]] = set()   # db paths already shown by this process
 
-    def __init__(self, root: Path, config: Config, db_path: Path, *, announce: bool = True):
+    def __init__(self, root: Path, config: Config, db_path: Path, *, announce: bool | str = True):
         self.root = root
         self.config = config
         self.db_path = db_path
@@ -47,7 +48,7 @@ class Workspace:
 
     @classmethod
     def open(cls, path: str | Path | None = None, *, config: Config | None = None,
-             announce: bool = True) -> Workspace:
+             announce: bool | str = True) -> Workspace:
         """Open the workspace of folder ``path`` (or the one found from the working directory).
 
         ``path`` may also name a ``.db`` file directly. ``config`` overrides the file lookup.
@@ -83,7 +84,8 @@ class Workspace:
                     key = str(self.db_path)
                     if self.announce and key not in Workspace._announced:
                         Workspace._announced.add(key)
-                        print(f"agentstack-lab: using database {key}{'' if existed else ' (new)'}", file=sys.stderr)
+                        print(f"agentstack-lab: using database {key}{'' if existed else ' (new)'}",
+                              file=sys.stdout if self.announce == "stdout" else sys.stderr)
         return self._db
 
     @property

@@ -64,7 +64,8 @@ def node_summary(models: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                       if c.startswith("agentstack-status-"))
         header, body = kids(box)
         out.append({"status": status, "title": kids(header)[2]["value"],
-                    "content": find(box, "agentstack-content")["value"],
+                    "content": "".join(kid["value"] for kid in kids(find(box, "agentstack-transcript"))
+                                       if "agentstack-text" in (kid.get("_dom_classes") or [])),
                     "result": find(box, "agentstack-result")["value"],
                     "children": len(kids(kids(body)[-1]))})
     return out

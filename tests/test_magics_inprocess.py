@@ -38,9 +38,14 @@ def test_without_a_loop_the_run_completes_headless(shell, capsys):
     run = shell.run_line_magic("agent", "--auto-approve --no-subagents --max-depth 0 what about @sales?")
     assert run.status == "completed" and run.result.startswith("[offline scripted demo]")
     assert "running to completion, headless" in capsys.readouterr().err
-    frame = run.events_frame()
+    frame = run.events_frame(full=True)
     assert list(frame.columns[:3]) == ["seq", "type", "agentId"] and frame["seq"].is_monotonic_increasing
     assert frame["type"].iloc[-1] in ("agent-completed", "agent-state")
+    compact = run.events_frame()  # a first look: four columns, deltas merged, no ids
+    assert list(compact.columns) == ["time", "agent", "event", "text"] and len(compact) < len(frame)
+    assert compact["time"].iloc[0] == 0 and compact["time"].is_monotonic_increasing
+    assert compact["agent"].iloc[0] == "researcher" and run.id not in compact.to_string()
+    assert "completed" in compact["text"].tolist() or "agent-completed" in compact["event"].tolist()
 
 
 def test_failed_headless_run_raises_one_line(shell):

@@ -28,7 +28,8 @@ CELLS = {
     "cell-result": "print(_.status, _.result.split('.')[0], answer_year)\nprint(_.prompt)",
     "interp": "r = %agent --wait --auto-approve --no-subagents --max-depth 0 Describe {year} and @df\n"
               "print(r.status)\nprint(r.prompt)",
-    "frame": "print(r.events_frame().columns[:3].tolist(), len(r.events_frame()) == len(r.events))",
+    "frame": "print(r.events_frame(full=True).columns[:3].tolist(), len(r.events_frame(full=True)) == len(r.events),"
+             " r.events_frame().columns.tolist())",
     "mem-store": '%memory store note "Quarterly revenue rose" --tags finance,q3\n'
                  "%memory store other Unrelated text about weather",
     "mem-cell": "%%memory store long-note\nLine one about churn.\nLine two about retention?",
@@ -126,7 +127,7 @@ def test_interpolation_and_variable_description(executed):
     out = _text(executed["interp"], "stdout")
     assert out.startswith("completed\nDescribe 2024 and `df`\n\nKernel variables")
     assert "`df`: pandas.DataFrame, shape (3, 1)" in out
-    assert _text(executed["frame"], "stdout").strip() == "['seq', 'type', 'agentId'] True"
+    assert _text(executed["frame"], "stdout").strip() == "['seq', 'type', 'agentId'] True ['time', 'agent', 'event', 'text']"
 
 
 def test_memory_magics(executed):

@@ -10,6 +10,14 @@ must keep Stop's whole label, the status badge and the usage line on one line ea
 model's final answer carries ``<img onerror>``, ``<script>``, ``<style>`` and a ``javascript:`` link;
 none of them may act in the page.
 
+Issue 13, judged in the same page (one JupyterLab server for the module): at 700 and 1400 px, in
+the light and the dark theme (switched with JupyterLab's ``apputils:change-theme``), every badge and
+text is ≥ 4.5:1 against what is really behind it (computed in the browser from the rendered
+styles); the approval card says how many lines run and where, and offers the rest of long code;
+Enter sends the answer; after Edit the tool panel shows the edited code and its traceback; text
+and tool calls read in the order they happened; re-running the cell leaves no run pending in the
+workspace database. Screenshots go to ``docs/`` (light and dark) for the README.
+
 ``make test`` installs chromium (``make browser``, as root with apt-get); elsewhere this test skips.
 """
 
@@ -35,6 +43,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
 SCREENSHOT = Path(tempfile.gettempdir()) / "agentstack-browser-tree.png"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 pytestmark = [
     pytest.mark.slow,
@@ -74,16 +83,19 @@ def _script(req):
     if step == "main":
         out = _tool_output(req)
         if out is None:
-            return [tool_call("python", {"code": "best_year = max(sales, key=sales.get)\\nprint('best', best_year)"})]
+            return ["Let me check the figures first.", tool_call("python", {"code": CODE})]
         year = re.search(r"best (\\d{4})", out).group(1)
         said = re.search(r"User's answer: (.*)", _user_text(req)).group(1)
         answers.append(f"The best year was **{year}** (measure: {said}). "
                        '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
                        '<style>body { display: none }</style> [details](javascript:window.__pwned=3)')
+        answers[-1] = "The code ran.\\n\\n" + answers[-1]
         return answers[-1]
     return answers[-1] + " The analyst found no gaps."  # the summary merges the main answer and the child's
 
 asking = ScriptedProvider(_script)
+CODE = "\\n".join(["best_year = max(sales, key=sales.get)"] + [f"check_{i} = sales[{2022 + i % 3}]" for i in range(12)]
+                   + ["print('best', best_year)"])
 '''
 AGENT = "run = %agent --provider @asking --max-depth 1 What was our best year for sales?\nrun"
 
@@ -94,9 +106,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """A JupyterLab server on loopback serving ``tree.ipynb`` from a temporary root folder."""
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on loopback serving ``tree.ipynb`` from a temporary root folder (one per module)."""
+    tmp_path = tmp_path_factory.mktemp("browser")
     root = tmp_path / "lab"
     root.mkdir()
     nb = new_notebook(cells=[new_code_cell(SETUP), new_code_cell(AGENT)],
@@ -126,7 +139,7 @@ def lab(tmp_path):
                 if server.poll() is not None or time.monotonic() > deadline:
                     pytest.fail("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/lab/tree/tree.ipynb?token={token}", root
+        yield f"http://127.0.0.1:{port}/lab/tree/tree.ipynb?token={token}", root, tmp_path
     finally:
         server.terminate()  # the server shuts its kernels down on SIGTERM
         try:
@@ -158,10 +171,71 @@ def _assert_header_fits(node) -> None:
     assert title["h"] <= 2 * title["lh"] + 2, m  # the title wraps to two lines at most
 
 
-def test_jupyterlab_tree_is_answered_approved_and_safe(lab, tmp_path):
+# Contrast of every badge and text against what is really behind it: the element's colour composited
+# over the nearest backgrounds (alpha included), by the WCAG formula; computed styles may be rgb(),
+# rgba() or color(srgb ...) (what color-mix() computes to).
+CONTRAST_JS = """(sels) => {
+  const parse = s => { let m = s.match(/color\\(srgb ([\\d.e-]+) ([\\d.e-]+) ([\\d.e-]+)(?: \\/ ([\\d.]+))?\\)/);
+    if (m) return [m[1] * 255, m[2] * 255, m[3] * 255, m[4] === undefined ? 1 : +m[4]];
+    m = s.match(/rgba?\\(([\\d.]+),? ([\\d.]+),? ([\\d.]+)(?:[,/] ?([\\d.]+))?\\)/);
+    return m ? [+m[1], +m[2], +m[3], m[4] === undefined ? 1 : +m[4]] : [0, 0, 0, 0]; };
+  const over = (top, bottom) => [0, 1, 2].map(i => top[i] * top[3] + bottom[i] * (1 - top[3])).concat([1]);
+  const background = el => { const layers = [];
+    for (let e = el; e; e = e.parentElement) { const c = parse(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) { layers.push(c); if (c[3] >= 1) break; } }
+    return layers.reverse().reduce((acc, c) => over(c, acc), [255, 255, 255, 1]); };
+  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const out = [];
+  for (const sel of sels) for (const el of document.querySelectorAll(sel)) {
+    if (!el.offsetParent || !el.textContent.trim()) continue;
+    const bg = background(el), fg = over(parse(getComputedStyle(el).color), bg);
+    const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+    out.push({sel, text: el.textContent.trim().slice(0, 40), ratio: (a + 0.05) / (b + 0.05),
+              fg: getComputedStyle(el).color, bg: bg.map(Math.round).join(',')}); }
+  return out; }"""
+TEXT_SELECTORS = [".agentstack-pill", ".agentstack-prose p", ".agentstack-quiet", ".agentstack-title div",
+                  ".agentstack-card b", ".agentstack-answer-box b", ".agentstack-problem", ".agentstack-hint",
+                  ".agentstack-qa-item summary", ".agentstack-code-box"]
+
+
+def _assert_contrast(page, where: str) -> int:
+    """Every visible badge and text of the tree reads at ≥ 4.5:1; returns how many were measured."""
+    found = page.evaluate(CONTRAST_JS, [f".agentstack-tree {s}" for s in TEXT_SELECTORS])
+    low = [f for f in found if f["ratio"] < 4.5]
+    assert not low, (where, low)
+    assert any(".agentstack-pill" in f["sel"] for f in found), (where, found)
+    return len(found)
+
+
+def _set_theme(page, name: str) -> None:
+    page.evaluate("n => window.jupyterapp.commands.execute('apputils:change-theme', {theme: n})", name)
+    light = "true" if name == "JupyterLab Light" else "false"
+    page.wait_for_function(f"document.body.dataset.jpThemeLight === '{light}'")
+    page.wait_for_timeout(300)  # the theme's stylesheet applies
+
+
+def _screenshot(locator, name: str) -> None:
+    """A README screenshot under docs/ (PNG, kept small: the tree only, no device scaling)."""
+    DOCS.mkdir(exist_ok=True)
+    locator.screenshot(path=str(DOCS / name), animations="disabled")
+
+
+def _agent_rows(root: Path) -> list[tuple[str, str, str | None]]:
+    """(run id, status, parent) of every agent in the workspace database, via the package's own driver."""
+    from agentstack_lab.store.connection import Database
+
+    db = Database(root / ".agentstack" / "agentstack.db")
+    try:
+        return [(r[0], r[1], r[2]) for r in db.query("SELECT run_id, status, parent_id FROM agents")]
+    finally:
+        db.close()
+
+
+def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
     from playwright.sync_api import expect, sync_playwright
 
-    url, root = lab
+    url, root, tmp_path = lab
     with sync_playwright() as pw:
         browser = pw.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
@@ -177,32 +251,53 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab, tmp_path):
                           " await window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
             tree = page.locator(".agentstack-tree")
-            answer = tree.locator(".agentstack-answer textarea")
+            answer = tree.locator(".agentstack-answer input")
             expect(answer).to_be_visible()
             expect(tree.locator(".agentstack-query")).to_contain_text("Which measure of sales do you mean?")
             expect(tree.locator(".agentstack-status-waiting_user")).to_have_count(1)
-            expect(tree.locator(".agentstack-stop")).to_be_visible()  # a working agent can be stopped
+            expect(tree.locator(".agentstack-stop:visible")).to_have_count(1)  # one Stop all, in the root header
+            expect(tree.locator(".agentstack-background")).to_contain_text("kernel as Idle")
+            expect(tree.locator(".agentstack-activity").first).to_contain_text("waiting for your answer")
+            _assert_contrast(page, "light 700 px, question")  # the amber "waiting for you" badge too
+            # The database notice is information: stdout, not a pink stderr box.
+            expect(page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+                   ).to_have_count(0)
+            answer.press("Enter")  # an empty answer is refused in the card
+            expect(tree.locator(".agentstack-card-note")).to_contain_text("type an answer first")
             answer.fill("total revenue")
-            tree.screenshot(path=str(SCREENSHOT.with_name("agentstack-browser-question.png")))
-            tree.locator("button.agentstack-send").click()
+            page.wait_for_timeout(200)  # the typed value reaches the kernel before Enter's submit
+            answer.press("Enter")  # Enter sends
 
             approve = tree.locator("button.agentstack-approve")
             expect(approve).to_be_visible()
-            code = "best_year = max(sales, key=sales.get)\nprint('best', best_year)"
             query = tree.locator(".agentstack-query").first
-            expect(query).to_contain_text("researcher wants to run this Python code:")
+            expect(query).to_contain_text("researcher wants to run 14 lines of Python in your live kernel: "
+                                          "it can read and change your variables")
             viewer = query.locator(".agentstack-code-view pre")
-            expect(viewer).to_have_text(code)  # read-only, in full contrast, before Edit
-            assert viewer.evaluate("e => getComputedStyle(e).fontFamily").lower().find("mono") >= 0
-            assert viewer.evaluate("e => parseFloat(getComputedStyle(e.closest('.agentstack-code-view')).opacity)") == 1
-            expect(tree.locator(".agentstack-code textarea")).to_be_hidden()
-            expect(tree.locator("button.agentstack-reject")).to_be_visible()
-            expect(tree.locator("button.agentstack-edit")).to_be_visible()
+            expect(viewer).to_contain_text("best_year = max(sales, key=sales.get)")  # read-only, before Edit
+            assert "mono" in viewer.evaluate("e => getComputedStyle(e).fontFamily").lower()
+            assert viewer.evaluate("e => getComputedStyle(e).whiteSpace") == "pre"  # long lines scroll, never break
+            box = viewer.evaluate("e => [e.getBoundingClientRect().right, e.scrollHeight > e.clientHeight,"
+                                  " e.closest('.agentstack-node').getBoundingClientRect().right]")
+            assert box[0] <= box[2] + 1 and box[1], box  # fits its node; more lines than shown...
+            expand = query.locator("button.agentstack-expand")
+            expect(expand).to_have_text("Show all 14 lines")  # ...and the card says so
+            expand.click()
+            expect(expand).to_have_text("Show less")
+            page.wait_for_function("() => { const e = document.querySelector('.agentstack-code-view pre');"
+                                   " return e && e.scrollHeight <= e.clientHeight + 1; }")
+            expect(tree.locator(".agentstack-qa").first).to_contain_text("total revenue (by you)")  # the answer stays
+            _assert_contrast(page, "light 700 px, approval")
             _assert_header_fits(tree.locator(".agentstack-node").first)
             tree.screenshot(path=str(SCREENSHOT.with_name("agentstack-browser-approval.png")))
+            _screenshot(tree, "agent-tree-approval-light.png")
             tree.locator("button.agentstack-edit").click()
-            expect(tree.locator(".agentstack-code textarea")).to_have_value(code)  # now editable, unchanged
+            editor = tree.locator(".agentstack-code textarea")
+            expect(editor).to_be_visible()
             expect(viewer).to_be_hidden()
+            edited = editor.input_value() + "\nsales['revenue']"
+            editor.fill(edited)
+            page.wait_for_timeout(200)
             approve.click()
 
             nodes = tree.locator(".agentstack-node")
@@ -212,43 +307,93 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab, tmp_path):
             expect(final).to_have_count(1)
             expect(final).to_contain_text("The best year was 2023 (measure: total revenue).")
             expect(final.locator("strong")).to_have_text("2023")
+            expect(tree.locator(".agentstack-background")).to_be_hidden()
 
             # Nothing from the model acted: no handler ran, no element or link survived, the page is visible.
             assert page.evaluate("() => window.__pwned") is None
-            assert tree.locator("img, script, style, iframe").count() == 0
+            assert tree.locator("img, script, iframe").count() == 0
+            assert tree.locator("style").count() == 1  # only the tree's own theme stylesheet
             assert tree.locator("[onerror], [onclick], a[href^='javascript']").count() == 0
             assert page.evaluate("() => getComputedStyle(document.body).display") != "none"
             expect(final.locator("a", has_text="details")).to_have_count(0)  # the javascript: link is plain text
 
-            expect(tree.locator(".agentstack-node .agentstack-node")).to_contain_text("No gaps: three years")
-            expect(tree.locator(".agentstack-stop")).to_have_count(2)
-            expect(tree.locator(".agentstack-stop").first).to_be_hidden()  # a finished agent has nothing to stop
+            # The finished subagent is one line with an excerpt of its result; only the root has Stop all.
+            child = nodes.nth(1)
+            expect(child.locator(".agentstack-title")).to_contain_text("→ No gaps: three years")
+            expect(child.locator(".agentstack-transcript")).to_be_hidden()
+            expect(tree.locator(".agentstack-stop:visible")).to_have_count(0)  # a finished run has nothing to stop
             header = nodes.first.locator(".agentstack-meta").first
             expect(header).to_have_text(re.compile(r"^in \d+ · out \d+ tok · \d+(\.\d)? m?s$"))  # usage, elapsed
 
-            # The tool call is folded: its title says what ran; its body opens on click.
-            tools = nodes.first.locator(".agentstack-tools").first
-            expect(tools).to_contain_text("python ✓")
-            tools.get_by_text("python ✓").click()
-            expect(tools).to_contain_text("best 2023")
-
-            _assert_header_fits(nodes.nth(1))  # a finished node: badge and usage on one line
-            page.set_viewport_size({"width": 1300, "height": 1000})
+            # The transcript reads in order: text, the tool call, text. Open it: the code that ran is the
+            # edited one, with what it printed and its traceback.
+            root_work = nodes.first.locator(".agentstack-work").first
+            root_work.locator(".lm-AccordionPanel-title, .jupyter-widget-Collapse-header, .p-Collapse-header"
+                              ).first.click()
+            items = nodes.first.locator(".agentstack-transcript").first.locator(
+                ":scope > .agentstack-text, :scope > .agentstack-tool")
+            kinds = items.evaluate_all("els => els.map(e => e.classList.contains('agentstack-tool') ? 'tool' : 'text')")
+            assert kinds[:3] == ["text", "tool", "text"], kinds
+            expect(items.nth(0)).to_contain_text("Let me check the figures first.")
+            expect(items.nth(2)).to_contain_text("The code ran.")
+            tool = items.nth(1)
+            expect(tool).to_contain_text("python ✗ · edited by you")
+            tool.get_by_text("python ✗ · edited by you").click()
+            expect(tool).to_contain_text("code that ran (edited)")
+            expect(tool).to_contain_text("sales['revenue']")
+            expect(tool).to_contain_text("best 2023")  # its stdout
+            expect(tool).to_contain_text("Traceback")  # and the whole traceback, not only the last line
+            expect(tool).to_contain_text("KeyError: 'revenue'")
+            expect(nodes.first.locator(".agentstack-qa").first).to_contain_text("Code edited by you")
+            _assert_contrast(page, "light 700 px, finished")
+            _assert_header_fits(nodes.nth(1))
+            page.set_viewport_size({"width": 1400, "height": 1000})
             _assert_header_fits(nodes.first)
+            _assert_contrast(page, "light 1400 px")
             tree.screenshot(path=str(SCREENSHOT.with_name("agentstack-browser-tree-wide.png")))
+            _screenshot(tree, "agent-tree-light.png")
+
+            _set_theme(page, "JupyterLab Dark")
+            _assert_contrast(page, "dark 1400 px")
+            _screenshot(tree, "agent-tree-dark.png")
             page.set_viewport_size({"width": 700, "height": 1000})
+            _assert_contrast(page, "dark 700 px")
 
             # Collapsing the root hides its subtree.
-            child = nodes.nth(1)
             nodes.first.locator(".agentstack-toggle").first.click()
             expect(child).to_be_hidden()
             nodes.first.locator(".agentstack-toggle").first.click()
             expect(child).to_be_visible()
+
+            # Re-running the cell stops its waiting run; Stop all (confirmed) stops the last one: nothing pending.
+            for _ in range(2):
+                page.evaluate("async () => { const nb = window.jupyterapp.shell.currentWidget.content;"
+                              " nb.activeCellIndex = 1; await window.jupyterapp.commands.execute('notebook:run-cell'); }")
+                expect(page.locator(".agentstack-tree .agentstack-status-waiting_user")).to_have_count(1)
+            expect(page.locator(".jp-OutputArea-output")).to_contain_text(
+                ["stopped the previous run of this cell"], timeout=20_000)
+            _assert_contrast(page, "dark 700 px, question")
+            page.locator(".agentstack-tree .agentstack-stop:visible").click()
+            page.locator(".agentstack-tree .agentstack-stop-confirm").click()
+            expect(page.locator(".agentstack-tree .agentstack-status-stopped")).to_have_count(1)
+            expect(page.locator(".agentstack-tree .agentstack-error")).to_contain_text("stopped by the user")
+            _assert_contrast(page, "dark 700 px, stopped")
+            deadline = time.monotonic() + 10
+            while True:  # the event log writes agent rows in batches
+                rows = _agent_rows(root)
+                if all(status in ("completed", "failed", "stopped") for _r, status, _p in rows):
+                    break
+                assert time.monotonic() < deadline, rows
+                time.sleep(0.2)
+            runs = {r for r, _s, parent in rows if parent is None}
+            assert len(runs) == 3, rows  # the first run, the re-run that was stopped, the one stopped by hand
+            assert sorted(s for _r, s, parent in rows if parent is None) == ["completed", "stopped", "stopped"], rows
+            _set_theme(page, "JupyterLab Light")
             assert not errors, errors
         finally:
             try:  # for a person to look at (also when the test failed)
                 shown = page.locator(".agentstack-tree")
-                (shown if shown.count() == 1 else page).screenshot(path=str(SCREENSHOT), timeout=5_000)
+                (shown.first if shown.count() else page).screenshot(path=str(SCREENSHOT), timeout=5_000)
             except Exception as exc:  # a failed screenshot must not hide the test's own failure
                 print(f"no screenshot: {exc}")
             browser.close()

@@ -114,15 +114,17 @@ def test_background_run_is_answered_and_approved_over_comms(workdir):
         results = [fe.models[m]["value"] for m in fe.find("agentstack-result")]
         final = next(v for v in results if "Final answer" in v)
         assert "<strong>2024</strong>" in final and "<script" not in final and "onerror" not in final
-        tools = [fe.models[m] for m in fe.find("agentstack-tools") if fe.models[m].get("titles")]
+        tools = [fe.models[m] for m in fe.find("agentstack-tool") if fe.models[m].get("titles")]
         assert [t["titles"] for t in tools] == [["python ✓"]]
 
         # A second run waits for approval; its Stop button ends it (and nothing it asked to run ran).
         fe.execute("del answer_year\nrun2 = %agent --provider @asking --no-subagents Again?\nrun2")
         assert fe.pump(lambda: len(fe.find("agentstack-approve")) == 2, timeout=20), "no second approval"
         stop = fe.find("agentstack-stop")[-1]
-        assert fe.models[stop]["layout"] and "Stop" == fe.models[stop]["description"]
-        fe.click(stop)
+        assert fe.models[stop]["layout"] and "Stop all" == fe.models[stop]["description"]
+        fe.click(stop)  # Stop all asks first
+        assert fe.pump(lambda: fe.find("agentstack-stop-confirm"), timeout=10), "no confirmation"
+        fe.click(fe.find("agentstack-stop-confirm")[-1])
         _, out = fe.execute("try:\n    await run2\nexcept Exception as exc:\n    print(type(exc).__name__)\n"
                             "print(run2.status, 'answer_year' in globals())")
         assert _text(out).split()[-2:] == ["stopped", "False"]

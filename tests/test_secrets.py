@@ -302,8 +302,8 @@ def test_executed_notebook_never_holds_the_key(fake_llm, config_file, key, tmp_p
     fake_llm.queue(*[model(code)] * 10)
     cells = ["%load_ext agentstack_lab",
              "r = %agent --wait --auto-approve --no-subagents print the environment\nprint(r.status)",
-             "print(len(os.environ['ANTHROPIC_API_KEY']) > 20, len(r.events_frame()))",
-             "r.events_frame().to_dict('records')",
+             "print(len(os.environ['ANTHROPIC_API_KEY']) > 20, len(r.events_frame(full=True)))",
+             "r.events_frame(full=True).to_dict('records')",
              # a fresh workspace re-reads ${ANTHROPIC_API_KEY}, now a key the server rejects with a 401
              "os.environ['ANTHROPIC_API_KEY'] = 'rejected-' + os.environ['ANTHROPIC_API_KEY'][:3]",
              "from agentstack_lab.engine import AgentRun\nfrom agentstack_lab.workspace import Workspace\n"

@@ -68,6 +68,16 @@ def _updates(sent):
     return [m for m in sent if m and m.get("method") == "update"]
 
 
+def _tools(view):
+    """The tool-call panels of a node's transcript, in order."""
+    return [w for w in view.transcript.children if "agentstack-tool" in w._dom_classes]
+
+
+def _card(view):
+    (box,) = view.query.children
+    return box.children
+
+
 def test_tree_structure_status_and_content(sent):
     tree = AgentTree(responder=lambda *a: None).extend([
         state("root", "running", type="researcher", prompt="How are <b>sales</b> trending?"),
@@ -87,11 +97,12 @@ def test_tree_structure_status_and_content(sent):
     assert [c for c in views["root"].children.children] == [views["a"].box, views["b"].box]
     assert "agentstack-status-completed" in views["root"].box._dom_classes
     assert "agentstack-status-failed" in views["b"].box._dom_classes
-    assert "<strong>rose</strong>" in views["a"].content.value and "<script" not in views["a"].content.value
+    assert "<strong>rose</strong>" in views["a"].text_html and "<script" not in views["a"].text_html
     assert "&lt;b&gt;sales" in views["root"].title.value  # prompts are escaped, not rendered
-    assert views["b"].tools.titles == ("python ✗",)
+    assert _tools(views["b"])[0].titles == ("python ✗",)
     assert "Final answer" in views["root"].result.value and "Sales are up." in views["root"].result.value
     assert views["root"].stop.layout.display == "none"  # finished: nothing to stop
+    assert views["a"].body.layout.display == "none" and "→ up 10%" in views["a"].title.value  # folded, one line
     assert views["root"].work.selected_index is None  # streamed text folded once the result is in
     text = tree.to_text()
     assert text.splitlines()[0].startswith("✓ researcher [completed]")
@@ -122,7 +133,7 @@ def test_ten_thousand_deltas_bounded_updates(sent):
     assert flood <= bound, (flood, bound)
     assert tree.flushes <= 1 + 1 + 10.0 / DEFAULT_INTERVAL + 1
     assert flood >= 10  # the text did stream, just coalesced
-    assert tree._views["root"].content.value.count("w") == 10_000
+    assert tree._views["root"].text_html.count("w") == 10_000
 
 
 def test_instant_flood_is_one_redraw(sent):
@@ -133,8 +144,8 @@ def test_instant_flood_is_one_redraw(sent):
     for _i in range(10_000):
         tree.apply(TextDelta(agent_id="root", delta="x"))
     tree.flush()
-    assert len(_updates(sent)) - before <= 2
-    assert "x" * 10_000 in tree._views["root"].content.value
+    assert len(_updates(sent)) - before <= 3  # the text (one message), its new transcript item and showing it
+    assert "x" * 10_000 in tree._views["root"].text_html
 
 
 async def test_timer_flushes_pending_deltas_on_the_loop(sent):
@@ -142,9 +153,9 @@ async def test_timer_flushes_pending_deltas_on_the_loop(sent):
     tree.apply(state("root", "running"))
     tree.apply(TextDelta(agent_id="root", delta="first"))  # drawn at once (interval elapsed)
     tree.apply(TextDelta(agent_id="root", delta=" second"))  # coalesced, timer armed
-    assert "second" not in tree._views["root"].content.value
+    assert "second" not in tree._views["root"].text_html
     await asyncio.sleep(0.15)
-    assert "first second" in tree._views["root"].content.value
+    assert "first second" in tree._views["root"].text_html
 
 
 def test_answers_through_buttons_and_custom_messages(sent):
@@ -155,7 +166,7 @@ def test_answers_through_buttons_and_custom_messages(sent):
         UserQuery(agent_id="root", query_id="q1", kind="clarification", prompt="Which **year**?"),
     ])
     view = tree._views["root"]
-    heading, box, row = view.query.children
+    heading, box, row, _note = _card(view)
     assert "<strong>year</strong>" in heading.value
     box.value = "2024"
     row.children[0].click()
@@ -165,9 +176,9 @@ def test_answers_through_buttons_and_custom_messages(sent):
     tree.extend([state("root", "waiting_user"),
                  UserQuery(agent_id="root", query_id="q2", kind="approval", prompt="Run this?",
                            options={"code": "x = 1"})])
-    heading, viewer, editor, row = view.query.children
+    heading, viewer, _expand, editor, row, _note = _card(view)
     approve, reject, edit = row.children
-    assert "<b>agent</b> wants to run this Python code:" in heading.value and "Run this?" in heading.value
+    assert "<b>agent</b> wants to run 1 line of Python:" in heading.value and "Run this?" in heading.value
     assert "<pre" in viewer.value and "x = 1" in viewer.value  # read-only code box, shown as is
     assert editor.value == "x = 1" and editor.layout.display == "none" and viewer.layout.display is None
     edit.click()
@@ -205,17 +216,22 @@ def test_header_usage_elapsed_toggle_and_stop(sent):
     clock.t += 2.5
     tree.apply(ToolCall(agent_id="root", tool="python", input={"code": "x = 1\nprint(x)"}))
     assert "in 12 · out 5 tok" in view.meta.value and "2.5 s" in view.meta.value
-    assert view.stop.layout.display is None  # working: Stop is shown
+    assert view.stop.layout.display is None and view.stop.description == "Stop all"  # working: one Stop all
     view.stop.click()
+    assert stops == [] and view.confirm.layout.display is None  # asks first
+    view.confirm_no.click()
+    assert stops == [] and view.confirm.layout.display == "none" and view.stop.layout.display is None
+    view.stop.click()
+    view.confirm_yes.click()
     assert stops == ["root"]
     view.toggle.click()
     assert view.body.layout.display == "none" and view.toggle.description == "▸"
     view.toggle.click()
     assert view.body.layout.display is None
     tree.apply(ToolResult(agent_id="root", tool="python", output={"stdout": "1\n", "text": "stdout:\n1", "error": None}))
-    body = view.tools.children[0].value
+    body = _tools(view)[0].children[0].value
     assert "x = 1\nprint(x)" in body and "stdout:\n1" in body  # code shown as code, output as the model saw it
-    assert view.tools.titles == ("python ✓",)
+    assert _tools(view)[0].titles == ("python ✓",)
     tree.apply(state("child", "running", "root"))
     clock.t += 0.032
     tree.apply(AgentCompleted(agent_id="child", result="ok"))
@@ -230,7 +246,7 @@ def test_blocking_and_final_questions_get_an_answer_box(sent, kind, label):
         UserQuery(agent_id="root", query_id="q", kind=kind, prompt="Which **region**?",
                   options={"choices": ["North", "South"]}),
     ])
-    heading, box, row = tree._views["root"].query.children
+    heading, box, row, _note = _card(tree._views["root"])
     assert label in heading.value and "<strong>region</strong>" in heading.value
     send, north, south = row.children
     assert (north.description, south.description) == ("North", "South")
@@ -244,7 +260,7 @@ def test_reject_sends_false(sent):
         state("root", "waiting_user"),
         UserQuery(agent_id="root", query_id="q", kind="approval", prompt="Run?", options={"code": "rm()"}),
     ])
-    _heading, _viewer, _editor, row = tree._views["root"].query.children
+    row = _card(tree._views["root"])[4]
     row.children[1].click()
     assert answers == [("root", "q", False)]
 
@@ -285,10 +301,161 @@ def test_approval_names_the_agent_and_escapes_the_code(sent):
                   options={"code": "print('<b>hi</b>')"}),
     ])
     view = tree._views["root"]
-    heading, viewer, _editor, row = view.query.children
-    assert heading.value == "<b>researcher</b> wants to run this Python code:"  # the engine's generic line adds nothing
-    assert "print(&#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;)" in viewer.value and "monospace" in viewer.value
-    assert 'title="Best &lt;year&gt;?"' in view.title.value and "white-space:nowrap" in view.meta.value
-    assert "white-space:nowrap" in view.status.value and view.stop.layout.min_width == "4.5em"
+    heading, viewer, expand, _editor, row, _note = _card(view)
+    assert heading.value == "<b>researcher</b> wants to run 1 line of Python:"  # the generic line adds nothing
+    assert "print(&#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;)" in viewer.value and "agentstack-code-box" in viewer.value
+    assert expand.layout.display == "none"  # short code: nothing more to show
+    assert 'title="Best &lt;year&gt;?"' in view.title.value and "agentstack-quiet" in view.meta.value
+    assert "agentstack-pill" in view.status.value and view.stop.layout.min_width == "5.5em"
     row.children[0].click()
     assert answers == [("root", "q", True)]  # unedited code: a plain yes
+
+
+# -- issue 13: what a person sees, as widget state (the browser test checks the rendering) ----------------
+HEX_OR_NAMED = __import__("re").compile(r"#[0-9a-fA-F]{3,8}\b|:\s*(white|black)\b|rgb\(")
+
+
+def _all_html(widget):
+    out = [getattr(widget, "value", "") if isinstance(getattr(widget, "value", ""), str) else ""]
+    for child in getattr(widget, "children", ()) or ():
+        out.extend(_all_html(child))
+    return out
+
+
+def test_colours_are_theme_variables_only(sent):
+    tree = AgentTree(responder=lambda *a: None).extend([
+        state("root", "running", type="researcher", prompt="q"),
+        state("k", "waiting_user", "root", type="analyst", prompt="sub"),
+        UserQuery(agent_id="k", query_id="q", kind="clarification", prompt="which?"),
+        state("f", "failed", "root", type="coder", prompt="p", error="boom"),
+        AgentCompleted(agent_id="root", result="done"),
+    ])
+    html = "".join(_all_html(tree))
+    assert "var(--jp-warn-color0)" in html and "var(--jp-ui-font-color0)" in html
+    assert not HEX_OR_NAMED.search(html), HEX_OR_NAMED.search(html)  # nothing that breaks a theme
+
+
+def test_transcript_keeps_text_and_tool_calls_in_order(sent):
+    tree = AgentTree().extend([
+        state("root", "running", type="researcher", prompt="q"),
+        TextDelta(agent_id="root", delta="Let me look."),
+        ToolCall(agent_id="root", tool="python", input={"code": "1 + 1"}),
+        ToolResult(agent_id="root", tool="python", output={"text": "result:\n2"}),
+        TextDelta(agent_id="root", delta="It is **two**."),
+    ])
+    tree.flush()
+    kids = tree._views["root"].transcript.children
+    kinds = ["tool" if "agentstack-tool" in k._dom_classes else "text" for k in kids]
+    assert kinds == ["text", "tool", "text"]
+    assert "Let me look." in kids[0].value and "<strong>two</strong>" in kids[2].value
+
+
+def test_activity_says_what_the_agent_is_doing(sent):
+    tree = AgentTree()
+    tree.apply(state("root", "running", type="researcher", metadata={"step": "clarify"}))
+    view = tree._views["root"]
+    assert "clarifying the question" in view.activity.value and "agentstack-spinner" in view.activity.value
+    tree.apply(state("root", "running", metadata={"step": "subquestions"}))
+    assert "planning subagents" in view.activity.value
+    tree.apply(state("root", "running", metadata={"step": "main"}))
+    assert "waiting for the model" in view.activity.value
+    tree.apply(ToolCall(agent_id="root", tool="python", input={"code": "x"}))
+    assert "running code" in view.activity.value
+    tree.apply(ToolResult(agent_id="root", tool="python", output={"text": "ok"}))
+    tree.apply(state("root", "running", metadata={"step": "summary"}))
+    assert "summarising" in view.activity.value
+    tree.apply(AgentCompleted(agent_id="root", result="r"))
+    assert view.activity.value == "" and view.activity.layout.display == "none"
+
+
+def test_background_hint_while_attached_runs_work(sent):
+    run = FakeRun([state("root", "running", prompt="q")])
+    tree = AgentTree(run)
+    assert tree.hint.layout.display is None and "Idle" in tree.hint.value
+    tree.apply(AgentCompleted(agent_id="root", result="ok"))
+    assert tree.hint.layout.display == "none"
+
+
+def test_long_approval_says_line_count_and_where_it_runs(sent):
+    code = "\n".join(f"x{i} = {i}" for i in range(42))
+    tree = AgentTree(responder=lambda *a: None).extend([
+        state("root", "running", type="researcher", metadata={"executor": "live"}),
+        state("kid", "waiting_user", "root", type="analyst"),
+        ToolCall(agent_id="kid", tool="python", input={"code": code}),
+        UserQuery(agent_id="kid", query_id="q", kind="approval", prompt="Run this Python code?", options={"code": code}),
+    ])
+    heading, viewer, expand, *_ = _card(tree._views["kid"])
+    assert "wants to run 42 lines of Python in <b>your live kernel</b>" in heading.value  # inherited from the root
+    assert "can read and change your variables" in heading.value
+    assert "clamped" in viewer.value and expand.description == "Show all 42 lines" and expand.layout.display is None
+    expand.click()
+    assert "clamped" not in viewer.value and expand.description == "Show less"
+    tree2 = AgentTree().extend([state("r", "waiting_user", metadata={"executor": "subprocess"}),
+                                UserQuery(agent_id="r", query_id="q", kind="approval", prompt="", options={"code": "1"})])
+    assert "an isolated subprocess" in _card(tree2._views["r"])[0].value
+
+
+def test_after_edit_the_panel_shows_the_code_that_ran_and_its_traceback(sent):
+    tb = 'Traceback (most recent call last):\n  File "<cell>", line 1\nKeyError: \'revenue\''
+    tree = AgentTree().extend([
+        state("root", "running", type="researcher"),
+        ToolCall(agent_id="root", tool="python", input={"code": "df['sales']"}),
+        ToolResult(agent_id="root", tool="python", error="KeyError: 'revenue'",
+                   output={"code": "print('hi')\ndf['revenue']", "stdout": "hi\n", "error": "KeyError: 'revenue'",
+                           "traceback": tb, "text": f"(The user edited the code before it ran.)\nstdout:\nhi\n\nerror:\n{tb}"}),
+        state("root", "running", metadata={"answers": [
+            {"kind": "approval", "question": "Run this Python code?", "answer": {"approved": True}, "source": "user"}]}),
+    ])
+    view = tree._views["root"]
+    (panel,) = _tools(view)
+    body = panel.children[0].value
+    assert "code that ran (edited)" in body and "df[&#x27;revenue&#x27;]" in body
+    assert "the model's original" in body and "hi\n" in body and "Traceback (most recent call last)" in body
+    assert panel.titles == ("python ✗ · edited by you",)
+    assert "Code edited by you" in view.qa.value
+
+
+def test_questions_and_answers_stay_folded_in_the_node(sent):
+    tree = AgentTree().extend([state("root", "running", metadata={"answers": [
+        {"kind": "clarification", "question": "Which measure?", "answer": "total revenue", "source": "user"},
+        {"kind": "blocking", "question": "Region?", "answer": "North", "source": "cli"}]})])
+    qa = tree._views["root"].qa
+    assert qa.layout.display is None and qa.value.count("<details") == 2
+    assert "Which measure? → total revenue (by you)" in qa.value and "(from the terminal)" in qa.value
+
+
+def test_enter_sends_and_an_empty_answer_is_refused(sent):
+    answers = []
+    tree = AgentTree(responder=lambda *a: answers.append(a)).extend([
+        state("root", "waiting_user"), UserQuery(agent_id="root", query_id="q", kind="clarification", prompt="?")])
+    view = tree._views["root"]
+    card = view.card
+    card.answer.comm.handle({"method": "custom", "content": {"event": "submit"}})  # Enter on an empty box
+    assert answers == [] and "type an answer first" in card.note.value
+    card.answer.value = "  total revenue "
+    card.answer.comm.handle({"method": "custom", "content": {"event": "submit"}})
+    assert answers == [("root", "q", "  total revenue ")] and view.card is None
+
+
+def test_stopped_root_keeps_its_partial_answer_in_neutral_words(sent):
+    tree = AgentTree().extend([
+        state("root", "running", type="researcher", prompt="q"),
+        state("kid", "running", "root", type="analyst", prompt="p"),
+        TextDelta(agent_id="root", delta="Sales rose in 2023."),
+        state("kid", "stopped", "root", error="stopped by the user"),
+        state("root", "stopped", error="stopped by the user"),
+        ErrorEvent(agent_id="root", error="stopped by the user"),
+    ])
+    view = tree._views["root"]
+    assert "Partial answer" in view.result.value and "Sales rose in 2023." in view.result.value
+    assert 'class="agentstack-problem stopped"' in view.error.value  # neutral, not error red
+    assert tree._views["kid"].stop.layout.display == "none"  # only the root has Stop all
+    assert "kid" not in view.title.value and "root" not in view.title.value  # no internal ids as titles
+
+
+def test_excerpt_drops_code_fences():
+    from agentstack_lab.notebook.tree import excerpt
+
+    assert excerpt("```python\nx = 1\n```\nDone.") == "x = 1 Done."
+    assert "`" not in excerpt("```?\nresult\n```")
+    assert excerpt("No gaps: **three** years") == "No gaps: three years"

@@ -68,7 +68,15 @@ _STEP_INSTRUCTIONS = {
 }
 
 
+def _enter(run: AgentRun, node: AgentNode, step: str) -> None:
+    """Announce the step an agent is in (``metadata.step``), so the views can say what it is doing."""
+    if node.metadata.get("step") != step:
+        node.metadata["step"] = step
+        run.emit_state(node)
+
+
 def _request(run: AgentRun, node: AgentNode, step: str, messages: list[Message], **kw: Any) -> ProviderRequest:
+    _enter(run, node, step)
     definition = run.registry.get(node.type)
     instruction = _STEP_INSTRUCTIONS[step].format(types=", ".join(run.registry.list()))
     return ProviderRequest(system=f"{definition.system_prompt}\n\n# Current step\n{instruction}",
@@ -204,6 +212,7 @@ async def run_steps(run: AgentRun, node: AgentNode) -> str:
         pending = [run.nodes[c].task for c in node.subagents if run.nodes[c].task and not run.nodes[c].task.done()]
         if not pending:
             break
+        _enter(run, node, "subagents")
         await asyncio.gather(*pending, return_exceptions=True)
     children = [run.nodes[c] for c in node.subagents]
     result = await _summarise(run, node, main_answer, children)

@@ -165,7 +165,10 @@ async def _finish(run: Any) -> Any:
     from agentstack_lab.engine import AgentRunError
 
     try:
-        await run.wait()
+        try:
+            await run.wait()
+        finally:
+            _refresh_live(run)
     except AgentRunError as exc:
         _show_failed(run)
         raise AgentRunFailed(f"{type(exc).__name__}: {exc}", run) from None
@@ -198,6 +201,41 @@ def _session_id(workspace: Any, value: str | None) -> str | None:
     return session.id
 
 
+# -- one live run per cell -----------------------------------------------------------------------------
+def _cell_request(shell: Any) -> tuple[str | None, list[str], str | None]:
+    """The executing cell's id, the cells the front end reports deleted, and the request's msg id.
+
+    JupyterLab and Notebook 7 put ``cellId`` and ``deletedCells`` in the execute request's metadata.
+    """
+    parent = getattr(shell, "parent_header", None) or {}
+    meta = parent.get("metadata") or {}
+    deleted = meta.get("deletedCells") or []
+    return meta.get("cellId"), [c for c in deleted if isinstance(c, str)], (parent.get("header") or {}).get("msg_id")
+
+
+def _claim_cell(shell: Any, run: Any) -> None:
+    """Record ``run`` as its cell's run; the cell's previous run (or a deleted cell's), if still going, stops.
+
+    Re-running an ``%agent`` cell would otherwise leave the old run waiting for an answer nobody can
+    give any more (its widget is gone).
+    """
+    magics = _magics(shell)
+    if magics is None:
+        return
+    cell, deleted, _msg = _cell_request(shell)
+    for key, reason in [(c, "its cell was deleted") for c in deleted] + [(cell, "its cell was run again")]:
+        old = magics.cell_runs.pop(key, None) if key else None
+        if old is not None and old is not run and not old.done and old.status not in TERMINAL_STATUSES:
+            old.stop(reason=f"stopped: {reason}")
+            print(f"agentstack-lab: stopped the previous run of this cell ({reason})" if key == cell
+                  else f"agentstack-lab: stopped a run because {reason}")
+    if cell:
+        magics.cell_runs[cell] = run
+
+
+TERMINAL_STATUSES = ("completed", "failed", "stopped")
+
+
 def start_agent(shell: Any, args: AgentArgs, *, workspace: Any = None) -> Any:
     """Start (or, with ``--wait`` and no running loop, complete) a run; returns the ``AgentRun``.
 
@@ -221,6 +259,7 @@ def start_agent(shell: Any, args: AgentArgs, *, workspace: Any = None) -> Any:
         import asyncio
 
         return asyncio.run(_finish(run))
+    _claim_cell(shell, run)
     return run.start()
 
 
@@ -231,8 +270,33 @@ def agent_awaitable(shell: Any, line: str, cell: str | None = None) -> Any:
     except MagicUsageError as exc:
         raise _usage(exc) from None
     run = build_run(shell, args)
+    _claim_cell(shell, run)
     run.start()
+    _show_live(shell, run)
     return _finish(run)
+
+
+def _show_live(shell: Any, run: Any) -> None:
+    """``--wait``: show the live tree now, while the cell blocks (the finished run then shows nothing more)."""
+    from IPython.display import display
+
+    if shell is None or getattr(shell, "display_formatter", None) is None:
+        return
+    tree = agent_tree(run, shell)
+    tree.handle = display(tree, display_id=True)
+    tree.shown_in = _cell_request(shell)[2]
+
+
+def _refresh_live(run: Any) -> None:
+    """Redraw the ``--wait`` tree's output once the run ends, so saved notebooks keep the final text fallback."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    magics = _magics(shell) if shell is not None else None
+    tree = magics.trees.get(run) if magics is not None else None
+    handle = getattr(tree, "handle", None)
+    if handle is not None:
+        handle.update(tree)
 
 
 _MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?P<lhs>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?"
@@ -314,25 +378,97 @@ def agent_tree(run: Any, shell: Any = None) -> Any:
 
 
 def display_run(run: Any) -> bool:
-    """IPython display hook for ``AgentRun``: the live widget, with text/Markdown fallbacks."""
+    """IPython display hook for ``AgentRun``: the live widget, with text/Markdown fallbacks.
+
+    A run whose tree this cell already shows (``--wait``) is not drawn a second time.
+    """
+    from IPython import get_ipython
     from IPython.display import display
 
-    display(agent_tree(run))
+    shell = get_ipython()
+    tree = agent_tree(run, shell)
+    msg = _cell_request(shell)[2] if shell is not None else None
+    if msg is not None and getattr(tree, "shown_in", None) == msg:
+        return True
+    display(tree)
     return True
 
 
-def events_frame(run: Any) -> Any:
-    """The run's event log as a pandas DataFrame (one row per event, wire field names as columns)."""
+def events_frame(run: Any, full: bool = False) -> Any:
+    """The run's event log as a pandas DataFrame, compact for a first look.
+
+    Compact (default): one row per event, consecutive text deltas of one agent merged, with
+    ``time`` (seconds since the run's first event, from the events table), ``agent`` (type, and a
+    short number for subagents), ``event`` and a one-line ``text``. ``full=True`` gives every event
+    with its wire fields as columns (ids in full).
+    """
     import pandas as pd
 
     from agentstack_lab.events import to_wire
 
-    rows = [{"seq": i, **to_wire(e)} for i, e in enumerate(run.events)]
-    columns = ["seq", "type", "agentId"]
-    frame = pd.DataFrame.from_records(rows)
-    if frame.empty:
-        return pd.DataFrame(columns=columns)
-    return frame[columns + [c for c in frame.columns if c not in columns]]
+    wires = [to_wire(e) for e in run.events]
+    if full:
+        columns = ["seq", "type", "agentId"]
+        frame = pd.DataFrame.from_records([{"seq": i, **w} for i, w in enumerate(wires)])
+        if frame.empty:
+            return pd.DataFrame(columns=columns)
+        return frame[columns + [c for c in frame.columns if c not in columns]]
+    times = _event_times(run)
+    names: dict[str, str] = {}
+    rows: list[dict[str, Any]] = []
+    for i, w in enumerate(wires):
+        agent = w.get("agentId")
+        if agent not in names:
+            state = w.get("state") if isinstance(w.get("state"), dict) else {}
+            kind = state.get("type") or "agent"
+            names[agent] = kind if not names else f"{kind} #{len(names)}"
+        at = times[i] - times[0] if i < len(times) and times else float("nan")
+        if w["type"] == "text-delta" and rows and rows[-1]["event"] == "text" and rows[-1]["_agent"] == agent:
+            rows[-1]["_text"] += w.get("delta", "")
+            continue
+        rows.append({"time": at, "agent": names[agent], "event": "text" if w["type"] == "text-delta" else w["type"],
+                     "_agent": agent, "_text": _event_text(w)})
+    from agentstack_lab.notebook.tree import excerpt
+
+    frame = pd.DataFrame([{"time": r["time"], "agent": r["agent"], "event": r["event"],
+                           "text": excerpt(r["_text"], 100)} for r in rows],
+                         columns=["time", "agent", "event", "text"])
+    frame["time"] = frame["time"].astype(float).round(3)
+    return frame
+
+
+def _event_times(run: Any) -> list[float]:
+    """Wall-clock times of the run's logged events, in order (the log may trail the live list)."""
+    db = getattr(getattr(run, "workspace", None), "db", None)
+    if db is None:
+        return []
+    try:
+        return [float(r[0]) for r in db.query("SELECT created_at FROM events WHERE run_id = ? ORDER BY seq",
+                                              (run.id,))]
+    except Exception:  # noqa: BLE001 - a missing time is shown as NaN, never an error
+        return []
+
+
+def _event_text(w: dict[str, Any]) -> str:
+    """One line about an event, for the compact frame."""
+    kind = w["type"]
+    if kind == "agent-state":
+        state = w.get("state") or {}
+        step = (state.get("metadata") or {}).get("step")
+        return f"{state.get('status', '')}" + (f" ({step})" if step and state.get("status") == "running" else "")
+    if kind == "text-delta":
+        return w.get("delta", "")
+    if kind == "tool-call":
+        value = w.get("input")
+        return f"{w.get('tool')}: " + (value["code"] if isinstance(value, dict) and isinstance(value.get("code"), str)
+                                      else str(value))
+    if kind == "tool-result":
+        return f"{w.get('tool')}: " + (w.get("error") or "ok")
+    if kind == "user-query":
+        return f"{w.get('kind')}: {w.get('prompt', '')}"
+    if kind == "agent-completed":
+        return str(w.get("result", ""))
+    return str(w.get("error", ""))
 
 
 def _install_run_helpers(run_cls: type, shell: Any) -> None:
@@ -352,6 +488,7 @@ class AgentstackMagics(Magics):
         super().__init__(shell)
         self._workspace = None
         self.trees: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self.cell_runs: dict[str, Any] = {}  # cell id -> the run it started last (re-running stops it)
 
     @property
     def workspace(self) -> Any:
@@ -359,7 +496,7 @@ class AgentstackMagics(Magics):
         if self._workspace is None:
             from agentstack_lab.workspace import Workspace
 
-            self._workspace = Workspace.open()
+            self._workspace = Workspace.open(announce="stdout")  # information, not an error box
         return self._workspace
 
     @no_var_expand

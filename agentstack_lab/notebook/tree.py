@@ -1,13 +1,17 @@
 """The agent tree as plain data, built from the event stream, and its text/Markdown rendering.
 
 :class:`TreeState` folds outbound events (``agent-state``, ``text-delta``, ``tool-call``, ...)
-into one :class:`NodeState` per agent. :meth:`TreeState.to_tree` returns the same nested shape as
+into one :class:`NodeState` per agent. Each node keeps a transcript (text and tool calls in the
+order they happened, as a chat shows them), the step it is in (:func:`activity` says it in words),
+where its code runs, and the questions it asked with their answers (from the engine's
+``metadata.answers``, so an answer given from another surface shows too). :meth:`TreeState.to_tree` returns the same nested shape as
 ``AgentRun.tree``, and :func:`tree_to_text` / :func:`tree_to_markdown` render either one; they
 are the fallback for front ends without widgets and what ``make demo`` prints.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,7 +29,7 @@ from agentstack_lab.events import (
 )
 
 __all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "format_elapsed",
-           "STATUS_ICONS"]
+           "STATUS_ICONS", "activity", "STEP_LABELS"]
 
 STATUS_ICONS = {
     "pending": "○", "running": "◐", "waiting_user": "?", "completed": "✓", "failed": "✗", "stopped": "■",
@@ -37,10 +41,39 @@ def format_elapsed(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
+_MARKS = re.compile(r"\*\*|__")  # Markdown strong emphasis: an excerpt is plain text
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*(\n|$)", re.M)
+
+
 def excerpt(text: str | None, limit: int = 80) -> str:
-    """One line of at most ``limit`` characters, from the first paragraph."""
-    flat = " ".join((text or "").strip().split("\n\n", 1)[0].split())
+    """One line of at most ``limit`` characters, from the first paragraph (code fences and ``**`` dropped)."""
+    text = _MARKS.sub("", _FENCE.sub("", (text or "").strip())).strip()
+    flat = " ".join(text.split("\n\n", 1)[0].split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# What an agent is doing, by the step the engine reports (``metadata.step``) and the last event.
+STEP_LABELS = {
+    "clarify": "clarifying the question", "blocking": "checking what it needs to know",
+    "subquestions": "planning subagents", "main": "waiting for the model", "summary": "summarising",
+    "final": "checking for a follow-up question", "subagents": "waiting for its subagents",
+}
+
+
+def activity(node: NodeState) -> str:
+    """What a working agent is doing, in a few words (empty once it has finished)."""
+    if node.status in TERMINAL or node.status == "pending":
+        return "" if node.status in TERMINAL else "starting"
+    if node.status == "waiting_user":
+        query = node.pending_query
+        return "waiting for your approval" if query and query.kind == "approval" else "waiting for your answer"
+    running = next((t for t in reversed(node.tools) if not t.done), None)
+    if running is not None:
+        return "running code" if running.tool == "python" else f"calling {running.tool}"
+    step = node.step or ""
+    if step in ("main", "summary") and node.transcript and node.transcript[-1][0] == "text" and node.streaming:
+        return "writing the answer" if step == "main" else "summarising"
+    return STEP_LABELS.get(step, "working")
 
 
 @dataclass
@@ -52,6 +85,26 @@ class ToolCallState:
     output: Any = None
     error: str | None = None
     done: bool = False
+
+    @property
+    def ran_code(self) -> str | None:
+        """The code that actually ran: the person's edited version when there is one."""
+        if isinstance(self.output, dict) and isinstance(self.output.get("code"), str):
+            return self.output["code"]
+        if isinstance(self.input, dict) and isinstance(self.input.get("code"), str):
+            return self.input["code"]
+        return None
+
+    @property
+    def decision(self) -> str | None:
+        """``approved`` / ``edited`` / ``rejected`` for a code call that needed approval (once it returned)."""
+        if not self.done or self.tool != "python":
+            return None
+        if self.error == "rejected by the user":
+            return "rejected"
+        if isinstance(self.output, dict) and "code" in self.output:
+            return "edited"
+        return "approved"
 
 
 @dataclass
@@ -71,6 +124,13 @@ class NodeState:
     tools: list[ToolCallState] = field(default_factory=list)
     queries: dict[str, UserQuery] = field(default_factory=dict)
     children: list[str] = field(default_factory=list)
+    # ("text", str) and ("tool", index into tools), in the order they happened
+    transcript: list[tuple[str, Any]] = field(default_factory=list)
+    step: str | None = None
+    streaming: bool = False  # the last event was streamed text
+    executor: str | None = None  # "live" (the kernel) or "subprocess"; the root's, inherited by children
+    answers: list[dict[str, Any]] = field(default_factory=list)  # questions asked and answered, in order
+    name: str = ""
     started: float | None = None
     ended: float | None = None
     started_at: float | None = None  # wall-clock times reported by the engine, when it does
@@ -153,6 +213,18 @@ class TreeState:
                 node.usage = {k: _num(v) for k, v in usage.items()}
             if "content" in s and s["content"] is not None:
                 node.content = str(s["content"])  # replaced content (streamed text arrives as deltas)
+                tools = [seg for seg in node.transcript if seg[0] == "tool"]
+                node.transcript = ([("text", node.content)] if node.content else []) + tools
+            meta = s.get("metadata")
+            if isinstance(meta, dict):
+                if isinstance(meta.get("step"), str):
+                    node.step = meta["step"]
+                if isinstance(meta.get("executor"), str):
+                    node.executor = meta["executor"]
+                if isinstance(meta.get("answers"), list):
+                    node.answers = [a for a in meta["answers"] if isinstance(a, dict)]
+            if isinstance(s.get("name"), str):
+                node.name = s["name"]
             for key, attr in (("startedAt", "started_at"), ("endedAt", "ended_at")):
                 if isinstance(s.get(key), (int, float)):
                     setattr(node, attr, float(s[key]))
@@ -164,13 +236,19 @@ class TreeState:
                 self._set_status(node, s["status"])
         elif isinstance(event, TextDelta):
             node.content += event.delta
+            if node.transcript and node.transcript[-1][0] == "text":
+                node.transcript[-1] = ("text", node.transcript[-1][1] + event.delta)
+            else:
+                node.transcript.append(("text", event.delta))
         elif isinstance(event, ToolCall):
             node.tools.append(ToolCallState(tool=event.tool, input=event.input))
+            node.transcript.append(("tool", len(node.tools) - 1))
         elif isinstance(event, ToolResult):
             call = next((t for t in reversed(node.tools) if t.tool == event.tool and not t.done), None)
             if call is None:
                 call = ToolCallState(tool=event.tool, input=None)
                 node.tools.append(call)
+                node.transcript.append(("tool", len(node.tools) - 1))
             call.output, call.error, call.done = event.output, event.error, True
         elif isinstance(event, UserQuery):
             node.queries[event.query_id] = event
@@ -183,7 +261,17 @@ class TreeState:
                 self._set_status(node, "failed")
         else:
             return None
+        node.streaming = isinstance(event, TextDelta)
         return agent_id
+
+    def executor_of(self, agent_id: str) -> str | None:
+        """Where an agent's code runs: its own record, else its nearest ancestor's (the root knows)."""
+        node = self.nodes.get(agent_id)
+        while node is not None:
+            if node.executor:
+                return node.executor
+            node = self.nodes.get(node.parent_id) if node.parent_id else None
+        return None
 
     def extend(self, events: Iterable[Any]) -> None:
         for event in events:

@@ -1,10 +1,13 @@
 """AgentTree: the live ipywidgets view of a run (standard widgets only).
 
-One collapsible node per agent, nested under its parent: status colour and label, title (type and
-prompt excerpt), usage and elapsed time, a Stop button while it works, the streamed text as
-sanitised Markdown (folded once the result is in), tool calls folded in an accordion, an answer
-box for questions, the code an agent wants to run (read-only until Edit) with Approve / Reject /
-Edit, and the final answer highlighted. The header reads on one row from ~480 px up: only the
+One collapsible node per agent, nested under its parent: status badge, title (type and prompt
+excerpt), what it is doing (clarifying, planning subagents, waiting for the model, running code,
+summarising) with a spinner, usage and elapsed time; then its transcript (text and tool calls in
+the order they happened, each call folded with the code that actually ran and its output), the
+questions it asked with their answers (folded), the card for a pending question or approval
+(:mod:`.cards`), and the answer. Finished subagents fold to one line with an excerpt of their
+result; the root header has the one "Stop all" (with a confirmation). Colours are the front end's
+theme variables only (:mod:`.render`). The header reads on one row from ~480 px up: only the
 title shrinks (and wraps to two lines at most); badge, usage and Stop never wrap or clip.
 
 Updates are coalesced: text deltas only mark a node dirty, and dirty nodes are redrawn at most
@@ -22,7 +25,6 @@ A front end answers by clicking the buttons or by a custom message to the tree w
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -30,32 +32,34 @@ from typing import Any
 
 import ipywidgets as W
 
-from agentstack_lab.notebook.sanitize import escape, markdown_to_html
+from agentstack_lab.notebook.cards import QueryCard
+from agentstack_lab.notebook.render import (
+    THEME_CSS,
+    markdown,
+    pill,
+    qa_html,
+    source_label,
+    tool_body,
+    tool_title,
+)
+from agentstack_lab.notebook.sanitize import escape
 from agentstack_lab.notebook.tree import (
     TERMINAL,
     NodeState,
     TreeState,
+    activity,
     excerpt,
     format_elapsed,
     tree_to_markdown,
     tree_to_text,
 )
 
-__all__ = ["AgentTree", "STATUS_COLOURS", "DEFAULT_INTERVAL"]
+__all__ = ["AgentTree", "DEFAULT_INTERVAL"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 0.25
 TICK = 1.0
-MAX_TOOL_TEXT = 4000
-STATUS_COLOURS = {
-    "pending": "#9e9e9e", "running": "#1976d2", "waiting_user": "#f9a825",
-    "completed": "#2e7d32", "failed": "#c62828", "stopped": "#6d4c41",
-}
-STATUS_LABELS = {"waiting_user": "waiting for you"}
-QUERY_LABELS = {"clarification": "The agent asks:", "blocking": "Before it starts, the agent needs to know:",
-                "final": "One more question:"}
-GENERIC_APPROVAL_PROMPTS = frozenset({"Run this Python code?"})  # the engine's default says nothing more
 
 Responder = Callable[[str, str, Any], None]
 Stopper = Callable[[str], None]
@@ -72,78 +76,18 @@ def _set(widget: W.Widget, name: str, value: Any) -> None:
         setattr(widget, name, value)
 
 
-def _plain(value: Any) -> str:
-    if isinstance(value, str):
-        text = value
-    else:
-        try:
-            text = json.dumps(value, indent=2, default=str, ensure_ascii=False)
-        except (TypeError, ValueError):
-            text = repr(value)
-    return text
+def _title(node: NodeState, collapsed_result: bool) -> str:
+    """Agent type and prompt excerpt (never an internal id), clamped to two lines.
 
-
-def _close(widgets: Iterable[W.Widget]) -> None:
-    """Close widgets (and their children) that left the view, so their comms do not pile up."""
-    for widget in widgets:
-        _close(getattr(widget, "children", ()) or ())
-        widget.close()
-
-
-def _markdown(text: str) -> str:
-    """Untrusted Markdown as sanitised HTML, with the line height of prose (widgets use a taller one)."""
-    return f'<div style="line-height:1.45">{markdown_to_html(text)}</div>'
-
-
-def _tool_input(value: Any) -> str:
-    """A tool's input: the code itself for code tools, JSON otherwise."""
-    if isinstance(value, dict) and set(value) == {"code"} and isinstance(value["code"], str):
-        return value["code"]
-    return _plain(value)
-
-
-def _tool_output(value: Any) -> str:
-    """A tool's output: the text the model was given when there is one, else the non-empty fields."""
-    if isinstance(value, dict):
-        if isinstance(value.get("text"), str):
-            return value["text"]
-        value = {k: v for k, v in value.items() if not (v is None or (isinstance(v, (str, list, dict)) and not v))}
-    return _plain(value)
-
-
-def _pre(text: str) -> str:
-    text = text if len(text) <= MAX_TOOL_TEXT else text[:MAX_TOOL_TEXT] + f"\n… [{len(text) - MAX_TOOL_TEXT} more]"
-    return f'<pre style="white-space:pre-wrap;margin:2px 0 6px">{escape(text)}</pre>'
-
-
-def _title(node: NodeState) -> str:
-    """Agent type and prompt excerpt, wrapped at prose line height and clamped to two lines.
-
-    The whole excerpt is the tooltip.
+    A folded finished subagent adds an excerpt of its result; the whole prompt excerpt is the tooltip.
     """
     prompt = escape(excerpt(node.prompt, 200))
+    text = f"<b>{escape(node.type)}</b>" + (f" · {prompt}" if prompt else "")
+    if collapsed_result:
+        done = node.result if node.result is not None else (node.error or "")
+        text += f' <span class="agentstack-quiet">→ {escape(excerpt(done, 90))}</span>'
     return (f'<div title="{prompt}" style="line-height:1.35;overflow-wrap:anywhere;overflow:hidden;'
-            f'display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:2">'
-            f"<b>{escape(node.type)}</b> · {prompt}</div>")
-
-
-def _code_box(code: str) -> str:
-    """Code to approve, read-only: monospace, full contrast, in the front end's code colours."""
-    return ('<pre style="font-family:var(--jp-code-font-family,monospace);font-size:var(--jp-code-font-size,13px);'
-            "line-height:1.4;white-space:pre-wrap;overflow-wrap:anywhere;max-height:24em;overflow:auto;margin:2px 0;"
-            "padding:6px 8px;color:var(--jp-content-font-color1,#212121);"
-            "background:var(--jp-cell-editor-background,#f5f5f5);"
-            f'border:1px solid var(--jp-border-color2,#e0e0e0);border-radius:2px">{escape(code)}</pre>')
-
-
-def _approval_heading(node: NodeState, prompt: str) -> str:
-    """Who wants to run code, and the engine's own words when they add anything."""
-    tool = next((t.tool for t in reversed(node.tools) if not t.done), "python")
-    what = "this Python code" if tool == "python" else f"this code (tool {escape(tool)})"
-    heading = f"<b>{escape(node.type)}</b> wants to run {what}:"
-    if prompt.strip() and prompt.strip() not in GENERIC_APPROVAL_PROMPTS:
-        heading += _markdown(prompt)
-    return heading
+            f'display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:2">{text}</div>')
 
 
 class _NodeView:
@@ -152,9 +96,9 @@ class _NodeView:
     def __init__(self, tree: AgentTree, node_id: str):
         self.tree = tree
         self.id = node_id
-        # Header: toggle, badge, usage/elapsed and Stop keep their size (flex 0 0 auto, one line each);
-        # the title takes what is left (at least ~9em, two lines at most). When a row is too narrow for
-        # that, usage and Stop move together to a second row, pushed right by their auto left margin.
+        # Header: toggle, badge, activity, usage/elapsed and Stop keep their size (flex 0 0 auto, one line
+        # each); the title takes what is left (at least ~9em, two lines at most). When a row is too narrow,
+        # the side group moves to a second row, pushed right by its auto left margin.
         fixed = "0 0 auto"
         self.toggle = W.Button(description="▾", tooltip="collapse / expand",
                                layout=W.Layout(width="2.4em", flex=fixed))
@@ -162,18 +106,26 @@ class _NodeView:
         self.status.add_class("agentstack-badge")
         self.title = W.HTML(layout=W.Layout(flex="1 1 9em", min_width="0", overflow="hidden", margin="2px 6px"))
         self.title.add_class("agentstack-title")
+        self.activity = W.HTML(layout=W.Layout(flex=fixed, margin="2px 4px"))
+        self.activity.add_class("agentstack-activity")
         self.meta = W.HTML(layout=W.Layout(flex=fixed, margin="2px 4px"))
-        self.stop = W.Button(description="Stop", button_style="danger", tooltip="stop this agent and its subagents",
-                             layout=W.Layout(width="auto", min_width="4.5em", flex=fixed))
+        self.stop = W.Button(description="Stop all", tooltip="stop this run: every agent in it",
+                             layout=W.Layout(width="auto", min_width="5.5em", flex=fixed, display="none"))
         self.stop.add_class("agentstack-stop")
-        self.content = W.HTML()
-        self.content.add_class("agentstack-content")
-        # The streamed text is open while the agent works and folded once its result is shown.
-        self.work = W.Accordion(children=(self.content,), titles=("streamed text",), selected_index=0)
+        self.confirm_yes = W.Button(description="Yes, stop all", button_style="warning",
+                                    layout=W.Layout(width="auto", flex=fixed))
+        self.confirm_yes.add_class("agentstack-stop-confirm")
+        self.confirm_no = W.Button(description="Cancel", layout=W.Layout(width="auto", flex=fixed))
+        self.confirm = W.HBox([W.HTML('<span class="agentstack-quiet">Stop every agent?</span>'),
+                               self.confirm_yes, self.confirm_no],
+                              layout=W.Layout(flex=fixed, align_items="center", display="none"))
+        self.transcript = W.VBox()
+        self.transcript.add_class("agentstack-transcript")
+        # The transcript is open while the agent works and folded once its result is shown.
+        self.work = W.Accordion(children=(self.transcript,), titles=("transcript",), selected_index=0)
         self.work.add_class("agentstack-work")
-        self.tools = W.Accordion(children=(), selected_index=None)
-        for widget, cls in ((self.toggle, "toggle"), (self.meta, "meta"), (self.tools, "tools")):
-            widget.add_class(f"agentstack-{cls}")
+        self.qa = W.HTML()
+        self.qa.add_class("agentstack-qa")
         self.query = W.VBox()
         self.query.add_class("agentstack-query")
         self.result = W.HTML()
@@ -181,149 +133,175 @@ class _NodeView:
         self.error = W.HTML()
         self.error.add_class("agentstack-error")
         self.children = W.VBox(layout=W.Layout(margin="0 0 0 1.4em"))
-        self.body = W.VBox([self.work, self.tools, self.query, self.result, self.error, self.children])
-        side = W.HBox([self.meta, self.stop], layout=W.Layout(flex=fixed, margin="0 0 0 auto", align_items="center"))
+        self.body = W.VBox([self.work, self.qa, self.query, self.result, self.error, self.children])
+        side = W.HBox([self.activity, self.meta, self.stop, self.confirm],
+                      layout=W.Layout(flex="0 1 auto", margin="0 0 0 auto", align_items="center", max_width="100%",
+                                      flex_flow="row wrap", justify_content="flex-end"))
         header = W.HBox([self.toggle, self.status, self.title, side],
                         layout=W.Layout(align_items="center", flex_flow="row wrap"))
         header.add_class("agentstack-header")
-        self.box = W.VBox([header, self.body], layout=W.Layout(border_left="3px solid #9e9e9e", padding="0 0 0 6px",
-                                                              margin="2px 0"))
+        self.box = W.VBox([header, self.body], layout=W.Layout(margin="2px 0"))
         self.box.add_class("agentstack-node")
-        for w in (self.tools, self.query, self.result, self.error, self.work):
+        for w in (self.qa, self.query, self.result, self.error, self.work):
             _hidden(w, True)
+        self.toggle.add_class("agentstack-toggle")
+        self.meta.add_class("agentstack-meta")
         self.toggle.on_click(self._on_toggle)
-        self.stop.on_click(lambda _b: tree.stop(self.id))
-        self._query_id: str | None = None
-        self._content_src: str | None = None
-        self._tools_sig: tuple = ()
+        self.stop.on_click(self._on_stop)
+        self.confirm_yes.on_click(self._on_confirm)
+        self.confirm_no.on_click(lambda _b: self._confirming(False))
+        self.card: QueryCard | None = None
+        self._segments: list[tuple[Any, W.Widget]] = []  # (what was drawn, its widget), per transcript item
         self._status = ""
         self._folded = False
+        self._touched = False  # the person toggled this node: automatic folding leaves it alone
+        self._asking = False
 
-    def _on_toggle(self, _button: W.Button) -> None:
+    @property
+    def text_html(self) -> str:
+        """The drawn transcript text (all text segments), for tests and the benchmark."""
+        return "".join(w.value for (kind, _src), w in self._segments if kind == "text")
+
+    def _on_toggle(self, _button: W.Button | None, *, auto: bool = False) -> None:
+        if not auto:
+            self._touched = True
         collapsed = self.body.layout.display == "none"
         _hidden(self.body, not collapsed)
         self.toggle.description = "▾" if collapsed else "▸"
 
+    def _on_stop(self, _b: W.Button) -> None:
+        self._confirming(True)
+
+    def _confirming(self, on: bool) -> None:
+        self._asking = on
+        _hidden(self.confirm, not on)
+        _hidden(self.stop, on or self._status in TERMINAL)
+
+    def _on_confirm(self, _b: W.Button) -> None:
+        self._confirming(False)
+        self.tree.stop(self.id)
+
     def update(self, node: NodeState, now: float) -> None:
         if node.status != self._status:
             self._status = node.status
-            colour = STATUS_COLOURS.get(node.status, "#9e9e9e")
-            label = STATUS_LABELS.get(node.status, node.status)
-            self.status.value = (f'<span style="background:{colour};color:white;border-radius:8px;'
-                                 f'padding:1px 8px;font-size:85%;white-space:nowrap">{escape(label)}</span>')
-            self.box.layout.border_left = f"3px solid {colour}"
+            self.status.value = pill(node.status)
             for cls in list(self.box._dom_classes):
-                if cls.startswith("agentstack-status-"):
+                if cls.startswith("agentstack-status-") or cls.startswith("s-"):
                     self.box.remove_class(cls)
             self.box.add_class(f"agentstack-status-{node.status}")
-            _hidden(self.stop, node.status in TERMINAL)  # a finished agent has nothing to stop
-        _set(self.title, "value", _title(node))
+            self.box.add_class(f"s-{node.status}")
+            if node.status in TERMINAL:
+                self._confirming(False)
+                if node.parent_id is not None and not self._touched and self.body.layout.display != "none":
+                    self._on_toggle(None, auto=True)  # a finished subagent folds to its header line
+        root = node.parent_id is None
+        _hidden(self.stop, not root or node.status in TERMINAL or self._asking)
+        folded = node.parent_id is not None and node.status in TERMINAL and self.body.layout.display == "none"
+        _set(self.title, "value", _title(node, folded))
         self.update_meta(node, now)
-        if node.content != self._content_src:
-            self._content_src = node.content
-            self.content.value = _markdown(node.content)
-            _hidden(self.work, not node.content)
+        self._update_transcript(node)
         if node.result is not None and not self._folded:
             self._folded = True
             self.work.selected_index = None
-        self._update_tools(node)
+        self._update_tools_titles(node)
+        _set(self.qa, "value", qa_html(node))
+        _hidden(self.qa, not self.qa.value)
         self._update_query(node)
-        if node.result is not None:
-            colour = "#2e7d32"
-            _set(self.result, "value",
-                 f'<div style="border-left:4px solid {colour};background:#f1f8e9;padding:4px 8px">'
-                 f"<b>{'Final answer' if node.parent_id is None else 'Result'}</b>{_markdown(node.result)}</div>")
-        _hidden(self.result, node.result is None)
+        partial = node.result is None and node.status == "stopped" and node.content.strip()
+        if node.result is not None or partial:
+            label = ("Final answer" if root else "Result") if node.result is not None else "Partial answer"
+            cls = "agentstack-answer-box" + (" partial" if partial else "")
+            _set(self.result, "value", f'<div class="{cls}"><b>{label}</b>'
+                                       f"{markdown(node.result if node.result is not None else node.content)}</div>")
+        _hidden(self.result, not (node.result is not None or partial))
         if node.error:
-            _set(self.error, "value", f'<div style="color:#c62828"><b>{escape(node.status)}:</b> '
-                                      f"{escape(node.error)}</div>")
+            cls = "agentstack-problem" + (" stopped" if node.status == "stopped" else "")
+            _set(self.error, "value", f'<div class="{cls}"><b>{escape(node.status)}:</b> {escape(node.error)}</div>')
         _hidden(self.error, not node.error)
 
     def update_meta(self, node: NodeState, now: float) -> None:
-        """The usage and elapsed-time line."""
+        """The activity (with a spinner while working) and the usage and elapsed-time line."""
+        doing = activity(node)
+        spin = '<span class="agentstack-spinner"></span>' if doing and node.status == "running" else ""
+        _set(self.activity, "value", f'<span class="agentstack-quiet">{spin}{escape(doing)}</span>' if doing else "")
+        _hidden(self.activity, not doing)
         parts = []
         if node.usage:
             parts.append(f"in {node.usage.get('input_tokens', 0)} · out {node.usage.get('output_tokens', 0)} tok")
         elapsed = node.elapsed(now)
         if elapsed is not None:
             parts.append(format_elapsed(elapsed))
-        _set(self.meta, "value", f'<span style="color:#757575;font-size:85%;white-space:nowrap">'
-                                 f'{" · ".join(parts)}</span>')
+        _set(self.meta, "value", f'<span class="agentstack-quiet">{" · ".join(parts)}</span>')
 
-    def _update_tools(self, node: NodeState) -> None:
-        sig = tuple((t.tool, t.done, t.error is None) for t in node.tools)
-        if sig == self._tools_sig:
-            return
-        old = list(self.tools.children)
-        kids = []
-        for i, call in enumerate(node.tools):
-            html = (f"<b>input</b>{_pre(_tool_input(call.input))}"
-                    + (f"<b>{'error' if call.error else 'output'}</b>{_pre(call.error or _tool_output(call.output))}"
-                       if call.done else "<i>running…</i>"))
-            if i >= len(old):
-                kids.append(W.HTML(html))
+    def _update_transcript(self, node: NodeState) -> None:
+        """Text and tool calls in the order they happened; only changed items are redrawn."""
+        if len(self._segments) > len(node.transcript) or any(
+                kind != node.transcript[i][0] for i, ((kind, _s), _w) in enumerate(self._segments)):
+            _close_all(w for _k, w in self._segments)  # replaced content: start over
+            self._segments = []
+        segs = list(self._segments)
+        for i, (kind, value) in enumerate(node.transcript):
+            if kind == "text":
+                if i < len(segs):
+                    if segs[i][0][1] != value:
+                        segs[i][1].value = markdown(value)
+                        segs[i] = (("text", value), segs[i][1])
+                    continue
+                widget = W.HTML(markdown(value), _dom_classes=("agentstack-text",))
+                segs.append((("text", value), widget))
+            else:
+                call = node.tools[value]
+                sig = (call.tool, call.done, call.error, call.decision)
+                if i < len(segs):
+                    if segs[i][0][1] != sig:
+                        segs[i][1].children[0].value = tool_body(call)
+                        segs[i] = (("tool", sig), segs[i][1])
+                    continue
+                panel = W.Accordion(children=(W.HTML(tool_body(call)),), titles=(tool_title(call),),
+                                    selected_index=None, _dom_classes=("agentstack-tool",))
+                segs.append((("tool", sig), panel))
+        if len(segs) != len(self._segments) or any(a[1] is not b[1] for a, b in zip(segs, self._segments, strict=False)):
+            self.transcript.children = tuple(w for _s, w in segs)
+        self._segments = segs
+        _hidden(self.work, not segs)
+
+    def _update_tools_titles(self, node: NodeState) -> None:
+        approvals = [a for a in node.answers if a.get("kind") == "approval"]
+        python = 0
+        for (kind, value), (_sig, widget) in zip(node.transcript, self._segments, strict=False):
+            if kind != "tool":
                 continue
-            if i >= len(self._tools_sig) or self._tools_sig[i] != sig[i]:
-                old[i].value = html  # a call that just returned: its panel is redrawn in place
-            kids.append(old[i])
-        self._tools_sig = sig
-        self.tools.children = tuple(kids)
-        self.tools.titles = tuple(
-            f"{t.tool} {'…' if not t.done else ('✗' if t.error else '✓')}" for t in node.tools)
-        _hidden(self.tools, not node.tools)
+            call = node.tools[value]
+            by = None
+            if call.tool == "python":
+                if python < len(approvals):
+                    by = source_label(approvals[python].get("source"))
+                python += 1
+            _set(widget, "titles", (tool_title(call, by),))
 
     def _update_query(self, node: NodeState) -> None:
         query = node.pending_query
-        qid = query.query_id if query else None
-        if qid == self._query_id:
+        if (self.card.query.query_id if self.card else None) == (query.query_id if query else None):
             return
-        self._query_id = qid
-        _close(self.query.children)  # an answered question's widgets are gone for good
+        if self.card is not None:
+            self.card.close()  # an answered question's widgets are gone for good
+            self.card = None
         if query is None:
             self.query.children = ()
             _hidden(self.query, True)
             return
-        if query.kind == "approval":
-            code = str(query.options.get("code") or query.prompt)
-            heading = W.HTML(_approval_heading(node, query.prompt))
-            viewer = W.HTML(_code_box(code), layout=W.Layout(width="100%"))
-            viewer.add_class("agentstack-code-view")
-            editor = W.Textarea(value=code, layout=W.Layout(width="100%", height="10em", display="none"))
-            editor.add_class("agentstack-code")
-            approve = W.Button(description="Approve", button_style="success")
-            reject = W.Button(description="Reject", button_style="warning")
-            edit = W.Button(description="Edit", tooltip="edit the code, then Approve runs your version")
-            for b, cls in ((approve, "approve"), (reject, "reject"), (edit, "edit")):
-                b.add_class(f"agentstack-{cls}")
-
-            def on_approve(_b: W.Button) -> None:
-                response = True if editor.value == code else {"approved": True, "code": editor.value}
-                self.tree.respond(self.id, query.query_id, response)
-
-            def on_edit(_b: W.Button) -> None:  # read-only until now: the code box becomes an editor
-                _hidden(viewer, True)
-                _hidden(editor, False)
-                edit.disabled = True
-
-            approve.on_click(on_approve)
-            reject.on_click(lambda _b: self.tree.respond(self.id, query.query_id, False))
-            edit.on_click(on_edit)
-            self.query.children = (heading, viewer, editor, W.HBox([approve, reject, edit]))
-        else:
-            answer = W.Textarea(placeholder="your answer", layout=W.Layout(width="100%"))
-            answer.add_class("agentstack-answer")
-            send = W.Button(description="Send", button_style="primary")
-            send.add_class("agentstack-send")
-            send.on_click(lambda _b: self.tree.respond(self.id, query.query_id, answer.value))
-            row = [send]
-            for choice in query.options.get("choices") or []:
-                b = W.Button(description=str(choice)[:40])
-                b.on_click(lambda _b, c=choice: self.tree.respond(self.id, query.query_id, c))
-                row.append(b)
-            label = QUERY_LABELS.get(query.kind, query.kind)
-            heading = W.HTML(f"<b>{escape(label)}</b>" + _markdown(query.prompt))
-            self.query.children = (heading, answer, W.HBox(row))
+        tool = next((t.tool for t in reversed(node.tools) if not t.done), "python")
+        self.card = QueryCard(query, lambda r, q=query.query_id: self.tree.respond(self.id, q, r),
+                              agent_type=node.type, tool=tool, executor=self.tree.state.executor_of(node.id))
+        self.query.children = (self.card.box,)
         _hidden(self.query, False)
+
+
+def _close_all(widgets: Iterable[W.Widget]) -> None:
+    """Close widgets (and their children) that left the view, so their comms do not pile up."""
+    for widget in widgets:
+        _close_all(getattr(widget, "children", ()) or ())
+        widget.close()
 
 
 class AgentTree(W.VBox):
@@ -331,11 +309,16 @@ class AgentTree(W.VBox):
 
     def __init__(self, run: Any = None, *, responder: Responder | None = None, stopper: Stopper | None = None,
                  interval: float = DEFAULT_INTERVAL, clock: Callable[[], float] = time.monotonic, **kwargs: Any):
+        self.style = W.HTML(THEME_CSS, layout=W.Layout(height="0", overflow="hidden", margin="0"))
         self.notice = W.HTML()
+        self.hint = W.HTML('<span class="agentstack-hint">Working in the background: JupyterLab shows the kernel '
+                           "as Idle and you can keep running cells.</span>")
+        self.hint.add_class("agentstack-background")
         self.nodes_box = W.VBox()
-        super().__init__([self.notice, self.nodes_box], **kwargs)
+        super().__init__([self.style, self.notice, self.hint, self.nodes_box], **kwargs)
         self.add_class("agentstack-tree")
         _hidden(self.notice, True)
+        _hidden(self.hint, True)
         self.state = TreeState(clock=clock)
         self.interval = interval
         self.flushes = 0
@@ -365,6 +348,7 @@ class AgentTree(W.VBox):
             self._stopper = lambda a: run.stop(a)
         self._unsubscribe = run.subscribe(self._on_event, replay=True)
         self.flush()
+        self._update_hint()
         self._arm_ticker()
         return self
 
@@ -431,7 +415,13 @@ class AgentTree(W.VBox):
         dirty, self._dirty = self._dirty, set()
         for node_id in self._ordered(dirty):
             self._view(node_id).update(self.state.nodes[node_id], now)
+        self._update_hint()
         self._arm_ticker()
+
+    def _update_hint(self) -> None:
+        """The background hint shows while a followed run has agents at work."""
+        working = any(n.status not in TERMINAL for n in self.state.nodes.values())
+        _hidden(self.hint, not (working and self._unsubscribe is not None))
 
     def _arm_ticker(self) -> None:
         """While agents work, their elapsed time is redrawn once a ``TICK`` (one meta message each)."""
@@ -454,6 +444,8 @@ class AgentTree(W.VBox):
             log.exception("agent tree tick failed")
         if working:
             self._arm_ticker()
+        else:
+            _hidden(self.hint, True)
 
     def _ordered(self, ids: set[str]) -> list[str]:
         return sorted(ids, key=lambda i: self.state.nodes[i].depth)
@@ -483,7 +475,7 @@ class AgentTree(W.VBox):
 
     # -- answering ---------------------------------------------------------------------------------
     def _say(self, text: str) -> None:
-        self.notice.value = f'<span style="color:#c62828">{escape(text)}</span>'
+        self.notice.value = f'<div class="agentstack-problem">{escape(text)}</div>'
         _hidden(self.notice, False)
 
     def respond(self, agent_id: str, query_id: str, response: Any) -> None:

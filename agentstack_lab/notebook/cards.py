@@ -1,0 +1,147 @@
+"""The card shown while an agent waits for a person: a question box or a code approval.
+
+One :class:`QueryCard` per pending query. It answers through ``respond(response)`` and is closed
+by the tree when the query is no longer pending (answered here, or from another surface: then
+:meth:`QueryCard.close` takes the note to leave, e.g. "answered from the terminal").
+
+Questions: a one-line answer box (Enter sends, as ``ipywidgets.Text`` reports it) plus Send and the
+offered choices; an empty answer is refused in the card. Approvals say how many lines will run and
+where (your live kernel, which can change your variables, or an isolated subprocess); code longer
+than 12 lines shows its first 12 and a "Show all N lines" control; long lines scroll sideways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+
+from agentstack_lab.events import UserQuery
+from agentstack_lab.notebook.render import CODE_PREVIEW_LINES, code_box, markdown, where_code_runs
+from agentstack_lab.notebook.sanitize import escape
+
+__all__ = ["QueryCard", "QUERY_LABELS", "GENERIC_APPROVAL_PROMPTS"]
+
+QUERY_LABELS = {"clarification": "The agent asks:", "blocking": "Before it starts, the agent needs to know:",
+                "final": "One more question:"}
+GENERIC_APPROVAL_PROMPTS = frozenset({"Run this Python code?"})  # the engine's default says nothing more
+
+
+def approval_heading(agent_type: str, tool: str, code: str, prompt: str, executor: str | None) -> str:
+    """Who wants to run how much code, where, and the engine's own words when they add anything."""
+    lines = len(code.splitlines()) or 1
+    what = f"{lines} line{'s' if lines != 1 else ''} of Python" if tool == "python" else \
+        f"{lines} line{'s' if lines != 1 else ''} of code (tool {escape(tool)})"
+    where = where_code_runs(executor)
+    heading = f"<b>{escape(agent_type)}</b> wants to run {what}" + (f" {where}" if where else "") + ":"
+    if prompt.strip() and prompt.strip() not in GENERIC_APPROVAL_PROMPTS:
+        heading += markdown(prompt)
+    return heading
+
+
+class QueryCard:
+    """The widgets answering one query; ``box`` goes into the node."""
+
+    def __init__(self, query: UserQuery, respond: Callable[[Any], None], *, agent_type: str = "agent",
+                 tool: str = "python", executor: str | None = None):
+        self.query = query
+        self._respond = respond
+        self.note = W.HTML()
+        self.note.add_class("agentstack-card-note")
+        if query.kind == "approval":
+            children = self._approval(agent_type, tool, executor)
+        else:
+            children = self._question()
+        self.box = W.VBox([*children, self.note], layout=W.Layout(width="auto"))
+        self.box.add_class("agentstack-card")
+
+    # -- approval -------------------------------------------------------------------------------
+    def _approval(self, agent_type: str, tool: str, executor: str | None) -> list[W.Widget]:
+        q = self.query
+        code = str(q.options.get("code") or q.prompt)
+        self.code = code
+        lines = len(code.splitlines()) or 1
+        long = lines > CODE_PREVIEW_LINES
+        self.heading = W.HTML(approval_heading(agent_type, tool, code, q.prompt, executor))
+        self.viewer = W.HTML(code_box(code, clamped=long), layout=W.Layout(width="auto", margin="2px 0"))
+        self.viewer.add_class("agentstack-code-view")
+        self.expand = W.Button(description=f"Show all {lines} lines", tooltip="show the whole code",
+                               layout=W.Layout(width="auto", display=None if long else "none"))
+        self.expand.add_class("agentstack-expand")
+        self.expand.on_click(self._on_expand)
+        self.editor = W.Textarea(value=code, layout=W.Layout(width="auto", margin="2px 0", height=f"{min(max(lines, 4), 30) * 1.5}em",
+                                                             display="none"))
+        self.editor.add_class("agentstack-code")
+        self.approve = W.Button(description="Approve", button_style="primary")
+        self.reject = W.Button(description="Reject")
+        self.edit = W.Button(description="Edit", tooltip="edit the code, then Approve runs your version")
+        for b, cls in ((self.approve, "approve"), (self.reject, "reject"), (self.edit, "edit")):
+            b.add_class(f"agentstack-{cls}")
+        self.approve.on_click(self._on_approve)
+        self.reject.on_click(lambda _b: self._respond(False))
+        self.edit.on_click(self._on_edit)
+        return [self.heading, self.viewer, self.expand, self.editor, W.HBox([self.approve, self.reject, self.edit])]
+
+    def _on_expand(self, _b: W.Button) -> None:
+        clamped = "clamped" in self.viewer.value[:60]
+        self.viewer.value = code_box(self.code, clamped=not clamped)
+        lines = len(self.code.splitlines())
+        self.expand.description = "Show less" if clamped else f"Show all {lines} lines"
+
+    def _on_approve(self, _b: W.Button) -> None:
+        value = self.editor.value
+        if not value.strip():
+            self.say("the code is empty: type code or Reject")
+            return
+        self._respond(True if value == self.code else {"approved": True, "code": value})
+
+    def _on_edit(self, _b: W.Button) -> None:  # read-only until now: the code box becomes an editor
+        self.viewer.layout.display = "none"
+        self.expand.layout.display = "none"
+        self.editor.layout.display = None
+        self.edit.disabled = True
+
+    # -- questions ------------------------------------------------------------------------------
+    def _question(self) -> list[W.Widget]:
+        q = self.query
+        self.answer = W.Text(placeholder="your answer (Enter sends)", layout=W.Layout(width="auto", margin="2px 0"))
+        self.answer.add_class("agentstack-answer")
+        self.answer.on_msg(self._on_text_msg)  # ipywidgets' Text sends {"event": "submit"} on Enter
+        send = W.Button(description="Send", button_style="primary")
+        send.add_class("agentstack-send")
+        send.on_click(lambda _b: self.send())
+        row = [send]
+        for choice in q.options.get("choices") or []:
+            b = W.Button(description=str(choice)[:40])
+            b.on_click(lambda _b, c=choice: self._respond(c))
+            row.append(b)
+        label = QUERY_LABELS.get(q.kind, q.kind)
+        heading = W.HTML(f"<b>{escape(label)}</b>" + markdown(q.prompt))
+        return [heading, self.answer, W.HBox(row)]
+
+    def _on_text_msg(self, _w: W.Widget, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("event") == "submit":
+            self.send()
+
+    def send(self) -> None:
+        """Send the typed answer; an empty one is refused with a note."""
+        value = self.answer.value
+        if not value.strip():
+            self.say("type an answer first (or pick a choice)")
+            return
+        self._respond(value)
+
+    # -- state ----------------------------------------------------------------------------------
+    def say(self, text: str) -> None:
+        self.note.value = f'<span class="agentstack-hint">{escape(text)}</span>'
+
+    def close(self) -> None:
+        """Close the card's widgets (their comms do not pile up)."""
+        _close([self.box])
+
+
+def _close(widgets: Any) -> None:
+    for widget in widgets:
+        _close(getattr(widget, "children", ()) or ())
+        widget.close()

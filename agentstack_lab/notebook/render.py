@@ -1,0 +1,185 @@
+"""HTML pieces of the agent tree, coloured only by the front end's theme variables.
+
+Every colour is a JupyterLab CSS variable (``--jp-ui-font-color0``, ``--jp-layout-color1``,
+``--jp-brand-color1``, ``--jp-warn-color0`` ...), which JupyterLab, Notebook 7 and VS Code's
+Jupyter all define, so light and dark themes both read. Text is always a theme *font* colour on a
+theme *layout* colour (≥ 4.5:1 in both built-in themes, measured in the browser test); status
+colour only tints a badge (18 % over the layout colour) and draws borders, never carries text.
+Model output only ever arrives here through :func:`~agentstack_lab.notebook.sanitize.markdown_to_html`
+or :func:`~agentstack_lab.notebook.sanitize.escape`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentstack_lab.notebook.sanitize import escape, markdown_to_html
+from agentstack_lab.notebook.tree import NodeState, ToolCallState, excerpt
+
+__all__ = ["THEME_CSS", "STATUS_VARS", "STATUS_LABELS", "CODE_PREVIEW_LINES", "pill", "markdown", "code_box",
+           "tool_title", "tool_body", "where_code_runs", "qa_html", "source_label", "MAX_TOOL_TEXT"]
+
+MAX_TOOL_TEXT = 4000
+CODE_PREVIEW_LINES = 12  # longer code shows this many lines and a "Show all N lines" control
+STATUS_VARS = {
+    "pending": "--jp-border-color1", "running": "--jp-brand-color1", "waiting_user": "--jp-warn-color0",
+    "completed": "--jp-success-color1", "failed": "--jp-error-color1", "stopped": "--jp-border-color1",
+}
+STATUS_LABELS = {"waiting_user": "waiting for you"}
+SOURCE_LABELS = {"user": "by you", "answers": "from the answers given up front", "cli": "from the terminal",
+                 "mcp": "from an MCP client", "lab": "from the Agents panel"}
+
+_STATUS_CSS = "".join(
+    f".agentstack-tree .s-{s}{{--agentstack-c:var({v})}}" for s, v in STATUS_VARS.items())
+THEME_CSS = "<style>" + _STATUS_CSS + """
+.agentstack-tree{color:var(--jp-ui-font-color0);font-size:var(--jp-ui-font-size1)}
+.agentstack-tree .agentstack-node{border-left:3px solid var(--agentstack-c,var(--jp-border-color1));
+ padding-left:6px;margin:2px 0}
+.agentstack-tree .agentstack-pill{color:var(--jp-ui-font-color0);border:1px solid var(--agentstack-c);
+ background:color-mix(in srgb,var(--agentstack-c) 18%,var(--jp-layout-color1));border-radius:8px;
+ padding:0 7px;font-size:85%;white-space:nowrap}
+.agentstack-tree .agentstack-quiet{color:var(--jp-ui-font-color1);font-size:85%;white-space:nowrap}
+.agentstack-tree .agentstack-spinner{display:inline-block;width:.75em;height:.75em;margin-right:4px;
+ border:2px solid var(--jp-border-color2);border-top-color:var(--jp-brand-color1);border-radius:50%;
+ animation:agentstack-spin 1s linear infinite;vertical-align:-1px;box-sizing:border-box}
+@keyframes agentstack-spin{to{transform:rotate(360deg)}}
+@media (prefers-reduced-motion:reduce){.agentstack-tree .agentstack-spinner{animation:none}}
+.agentstack-tree .agentstack-prose{line-height:1.45;color:var(--jp-content-font-color1)}
+.agentstack-tree .agentstack-prose pre{white-space:pre;overflow-x:auto}
+.agentstack-tree .agentstack-answer-box{border-left:4px solid var(--jp-success-color1);padding:4px 8px;
+ color:var(--jp-content-font-color1);
+ background:color-mix(in srgb,var(--jp-success-color1) 8%,var(--jp-layout-color1))}
+.agentstack-tree .agentstack-answer-box.partial{border-left-color:var(--jp-warn-color1);
+ background:color-mix(in srgb,var(--jp-warn-color1) 8%,var(--jp-layout-color1))}
+.agentstack-tree .agentstack-problem{color:var(--jp-content-font-color1);padding-left:6px;
+ border-left:3px solid var(--jp-error-color1)}
+.agentstack-tree .agentstack-problem.stopped{border-left-color:var(--jp-border-color1)}
+.agentstack-tree .agentstack-code-box{font-family:var(--jp-code-font-family),monospace;
+ font-size:var(--jp-code-font-size);line-height:1.4;white-space:pre;overflow:auto;margin:2px 0;padding:6px 8px;
+ color:var(--jp-content-font-color1);background:var(--jp-cell-editor-background);
+ border:1px solid var(--jp-border-color2);border-radius:2px;box-sizing:border-box;max-width:100%;max-height:32em}
+.agentstack-tree .agentstack-code-box.clamped{max-height:calc(""" + str(CODE_PREVIEW_LINES) + """ * 1.4em + 12px);
+ overflow-y:hidden}
+.agentstack-tree .agentstack-qa-item summary{cursor:pointer;color:var(--jp-ui-font-color1)}
+.agentstack-tree .agentstack-qa-item div{margin-left:1.2em;color:var(--jp-content-font-color1)}
+.agentstack-tree .agentstack-qa .widget-html-content,.agentstack-tree .agentstack-card .widget-html-content{
+ line-height:1.4}
+.agentstack-tree .agentstack-hint{color:var(--jp-ui-font-color1);font-size:85%}
+</style>"""
+
+
+def pill(status: str) -> str:
+    """The status badge: theme text on a status-tinted theme background."""
+    label = STATUS_LABELS.get(status, status)
+    return f'<span class="agentstack-pill s-{escape(status)}">{escape(label)}</span>'
+
+
+def markdown(text: str) -> str:
+    """Untrusted Markdown as sanitised HTML at prose line height."""
+    return f'<div class="agentstack-prose">{markdown_to_html(text)}</div>'
+
+
+def code_box(code: str, *, clamped: bool = False) -> str:
+    """Code, read-only: monospace, long lines scroll (never break mid-word), theme code colours."""
+    cls = "agentstack-code-box clamped" if clamped else "agentstack-code-box"
+    return f'<pre class="{cls}">{escape(code)}</pre>'
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=2, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TOOL_TEXT else text[:MAX_TOOL_TEXT] + f"\n… [{len(text) - MAX_TOOL_TEXT} more]"
+
+
+def source_label(source: Any) -> str:
+    """Who answered: ``by you``, ``from the terminal`` ... (unknown surfaces by name)."""
+    return SOURCE_LABELS.get(str(source), f"from {source}") if source else "by you"
+
+
+def tool_title(call: ToolCallState, by: str | None = None) -> str:
+    """``python ✓ · edited by you``: the tool, its outcome and the person's decision."""
+    mark = "…" if not call.done else ("✗" if call.error else "✓")
+    decision = call.decision
+    if decision == "rejected":
+        return f"{call.tool} · rejected {by or 'by you'}"
+    if decision == "edited":
+        return f"{call.tool} {mark} · edited {by or 'by you'}"
+    return f"{call.tool} {mark}"
+
+
+def tool_body(call: ToolCallState) -> str:
+    """The code that actually ran (the edited version after Edit), then its stdout and traceback."""
+    code = call.ran_code
+    parts = []
+    if code is not None:
+        label = "code that ran (edited)" if call.decision == "edited" else "code"
+        parts.append(f"<b>{label}</b>{code_box(code)}")
+        original = call.input.get("code") if isinstance(call.input, dict) else None
+        if call.decision == "edited" and isinstance(original, str) and original != code:
+            parts.append(f"<details><summary>the model's original</summary>{code_box(original)}</details>")
+    else:
+        parts.append(f"<b>input</b>{code_box(_clip(_plain(call.input)))}")
+    if not call.done:
+        parts.append("<i>running…</i>")
+    elif call.decision == "rejected":
+        parts.append("<i>not run: rejected</i>")
+    else:
+        out = call.output
+        text = out.get("text") if isinstance(out, dict) and isinstance(out.get("text"), str) else None
+        if text is None and out is not None:
+            if isinstance(out, dict):
+                out = {k: v for k, v in out.items()
+                       if not (v is None or (isinstance(v, (str, list, dict)) and not v))}
+            text = _plain(out)
+        if call.error and (text is None or call.error not in text):
+            text = f"{text}\n{call.error}" if text else call.error
+        label = "output and error" if call.error else "output"
+        parts.append(f"<b>{label}</b>{code_box(_clip(text or '(no output)'))}")
+    return "".join(parts)
+
+
+def where_code_runs(executor: str | None) -> str:
+    """Where approved code runs, and what that means for the person's variables."""
+    if executor == "live":
+        return "in <b>your live kernel</b>: it can read and change your variables"
+    if executor == "subprocess":
+        return "in <b>an isolated subprocess</b>: your variables are not touched"
+    return f"with the {escape(executor)} executor" if executor else ""
+
+
+def qa_html(node: NodeState) -> str:
+    """The questions this agent asked and how they were answered, each folded to one line."""
+    items = []
+    calls = [t for t in node.tools if t.tool == "python"]
+    approvals = 0
+    for a in node.answers:
+        kind, question, answer = a.get("kind"), str(a.get("question") or ""), a.get("answer")
+        by = source_label(a.get("source"))
+        if kind == "approval":
+            call = calls[approvals] if approvals < len(calls) else None
+            approvals += 1
+            ok = answer.get("approved") if isinstance(answer, dict) else answer
+            word = (call.decision if call is not None and call.decision else
+                    ("approved" if ok is True or str(ok).lower() in ("approve", "approved", "yes", "y", "ok", "run")
+                     else "rejected"))
+            summary = f"Code {word} {by}"
+            shown = word
+        else:
+            if answer in (None, ""):
+                continue
+            shown = _plain(answer)
+            summary = f"{escape(excerpt(question, 60))} → {escape(excerpt(shown, 40))} ({by})"
+            items.append(f'<details class="agentstack-qa-item"><summary>{summary}</summary>'
+                         f"<div><b>Q:</b> {escape(question)}</div><div><b>A:</b> {escape(shown)}</div></details>")
+            continue
+        items.append(f'<details class="agentstack-qa-item"><summary>{escape(summary)}</summary>'
+                     f"<div><b>Q:</b> {escape(question)}</div><div><b>A:</b> {escape(shown)}</div></details>")
+    return "".join(items)
