@@ -16,7 +16,7 @@ text is ≥ 4.5:1 against what is really behind it (computed in the browser from
 styles); the approval card says how many lines run and where, and offers the rest of long code;
 Enter sends the answer; after Edit the tool panel shows the edited code and its traceback; text
 and tool calls read in the order they happened; re-running the cell leaves no run pending in the
-workspace database. Screenshots go to ``docs/`` (light and dark) for the README.
+workspace database. Screenshots go to ``notebooks/screenshots/`` (light and dark) for the README.
 
 ``make test`` installs chromium (``make browser``, as root with apt-get); elsewhere this test skips.
 """
@@ -43,7 +43,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
 SCREENSHOT = Path(tempfile.gettempdir()) / "agentstack-browser-tree.png"
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parent.parent / "notebooks" / "screenshots"
 
 pytestmark = [
     pytest.mark.slow,
@@ -216,7 +216,7 @@ def _set_theme(page, name: str) -> None:
 
 
 def _screenshot(locator, name: str) -> None:
-    """A README screenshot under docs/ (PNG, kept small: the tree only, no device scaling)."""
+    """A README screenshot under notebooks/screenshots/ (PNG, kept small: the tree only, no device scaling)."""
     DOCS.mkdir(exist_ok=True)
     locator.screenshot(path=str(DOCS / name), animations="disabled")
 

@@ -1,6 +1,6 @@
 """The Jupyter server extension: REST and a WebSocket over the workspace, behind Jupyter's auth.
 
-Enabled on install (``jupyter-config/`` puts ``agentstack_lab.server`` into
+Enabled on install (``labextension/jupyter-config/``, installed under ``etc/jupyter``, puts ``agentstack_lab.server`` into
 ``jpserver_extensions``); ``jupyter server extension list`` shows it. Nothing is imported from
 Jupyter until the server asks for the extension point.
 """
