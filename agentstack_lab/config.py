@@ -20,7 +20,8 @@ from pydantic_core import PydanticCustomError
 
 from agentstack_lab.errors import AgentstackError
 
-__all__ = ["Config", "ConfigError", "CONFIG_FILENAME", "find_config_file", "load_config", "mask_secrets"]
+__all__ = ["Config", "ConfigError", "CONFIG_FILENAME", "check_names", "find_config_file", "load_config",
+           "mask_secrets"]
 
 CONFIG_FILENAME = "agentstack.config.json"
 ENV_VAR = "AGENTSTACK_CONFIG"
@@ -101,53 +102,24 @@ class AgentsConfig(_Section):
     executor: Literal["live", "subprocess"] = "live"
 
 
-class DriftConfig(_Section):
-    enabled: bool = False
-    threshold: float = Field(0.95, ge=0, le=1)
-    warning_threshold: float | None = Field(None, ge=0, le=1)
-    ancestor_depth: int = Field(3, ge=1)
-    behavior: Literal["warn", "prevent"] = "warn"
-
-
-class ConsensusConfig(_Section):
-    enabled: bool = False
-    require_for_risk_levels: list[Literal["low", "medium", "high"]] = Field(default_factory=lambda: ["high", "medium"])
-    reviewer_strategy: str = "adversarial"
-    timeout_s: float = Field(300.0, gt=0)
-    max_depth: int = Field(5, ge=1)
-    auto_reject: bool = False
-
-
 class WorkflowsConfig(_Section):
     max_iterations: int = Field(3, ge=1)
     cell_timeout: float = Field(600, gt=0)
     pool_size: int = Field(2, ge=1)
 
 
-class MonitoringConfig(_Section):
-    enabled: bool = True
-    max_files_accessed: int = 50
-    max_api_calls: int = 100
-    max_subtasks_spawned: int = 20
-    max_time_without_deliverable_s: float = 1800.0
-    max_tokens_consumed: int = 500_000
-
-
-class PluginsConfig(_Section):
-    disabled: list[str] = Field(default_factory=list)
-
-
 class Config(_Section):
-    """The whole configuration; every section is defaulted."""
+    """The whole configuration; every section is defaulted.
+
+    Every field has an effect somewhere (a section is added with the code that reads it): the
+    ``drift``, ``consensus``, ``monitoring`` and ``plugins`` sections were removed while nothing
+    read them, so a file that sets them is told "unknown key" instead of being silently ignored.
+    """
 
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
-    drift: DriftConfig = Field(default_factory=DriftConfig)
-    consensus: ConsensusConfig = Field(default_factory=ConsensusConfig)
     workflows: WorkflowsConfig = Field(default_factory=WorkflowsConfig)
-    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
-    plugins: PluginsConfig = Field(default_factory=PluginsConfig)
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -233,6 +205,24 @@ def _format_errors(exc: ValidationError, source: Path | None, filled: set[tuple[
     if len(lines) == 1:
         return lines[0] + (f" ({source})" if source else "")
     return f"{len(lines)} errors{f' in {source}' if source else ''}: " + "; ".join(lines)
+
+
+def check_names(config: Config, *, providers: list[str], embedders: list[str]) -> Config:
+    """Check the names that select a plugin against the registered ones; return ``config``.
+
+    The registries are passed in (this module imports no plugin code), e.g.
+    ``check_names(cfg, providers=list_providers(), embedders=list_embedders())``.
+
+    Raises:
+        ConfigError: naming the field and listing the valid names, e.g.
+            ``providers.default: unknown provider 'antropic'; valid: anthropic, ..., scripted``.
+    """
+    where = f" ({config.source})" if config.source else ""
+    for field, value, kind, valid in (("providers.default", config.providers.default, "provider", providers),
+                                      ("memory.embedder", config.memory.embedder, "embedder", embedders)):
+        if value not in valid:
+            raise ConfigError(f"{field}: unknown {kind} {value!r}; valid: {', '.join(sorted(valid))}{where}")
+    return config
 
 
 def find_config_file(start: Path | None = None) -> Path | None:

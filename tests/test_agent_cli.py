@@ -53,8 +53,8 @@ def invoke(*args):
     return runner.invoke(app, list(args))
 
 
-def one_line_error(result, expected: str) -> None:
-    assert result.exit_code == 1, result.output
+def one_line_error(result, expected: str, code: int = 2) -> None:
+    assert result.exit_code == code, result.output
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: {expected}"), result.stderr
     assert "Traceback" not in result.output
 
@@ -91,7 +91,7 @@ def test_run_streams_and_exit_codes(workdir):
 
     closed = invoke("agent", "run", "how are sales trending in df?", "--no-subagents")
     one_line_error(closed, "approval required: an agent wants to run Python code, and `agent run` is headless, "
-                           "so the run failed closed; rerun with --auto-approve")
+                           "so the run failed closed; rerun with --auto-approve", code=1)
     assert "⚙ python" in closed.stdout and "↳ python" not in closed.stdout  # the code never ran
 
     approved = invoke("agent", "run", "how are sales trending in df?", "--no-subagents", "--auto-approve")

@@ -49,9 +49,9 @@ def test_memory_round_trip_via_cli(workdir):
     (["session", "end", "nope"], "error: no session with id 'nope'"),
     (["memory", "list", "--session", "nope"], "error: no session with id 'nope'"),
 ])
-def test_errors_are_one_line_and_non_zero(workdir, args, message):
+def test_errors_are_one_line_and_exit_2(workdir, args, message):
     result = run(*args)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr.strip().splitlines()[-1].startswith(message)
     assert "Traceback" not in result.output
 
@@ -69,7 +69,7 @@ def test_sessions_via_cli(workdir):
     assert json.loads(ok("session", "active", "--json")) == []
     assert json.loads(ok("session", "status", sid, "--json"))[0]["status"] == "ended"
     result = run("session", "end", sid)
-    assert result.exit_code == 1 and "already ended" in result.stderr
+    assert result.exit_code == 2 and "already ended" in result.stderr
 
 
 def test_config_show_masks_secrets_and_validate_names_field(workdir, monkeypatch):
@@ -83,8 +83,8 @@ def test_config_show_masks_secrets_and_validate_names_field(workdir, monkeypatch
     (workdir / "agentstack.config.json").write_text('{"memory": {"vector": {"dimensions": "x"}}}')
     result = run("config", "validate")
     assert result.exit_code == 1 and "memory.vector.dimensions: expected int" in result.stderr
-    result = run("memory", "list")
-    assert result.exit_code == 1 and "memory.vector.dimensions: expected int" in result.stderr
+    result = run("memory", "list")   # a command that needs the config cannot run: 2
+    assert result.exit_code == 2 and "memory.vector.dimensions: expected int" in result.stderr
 
 
 def test_console_script_one_line_error(workdir):
@@ -94,11 +94,11 @@ def test_console_script_one_line_error(workdir):
 
     first = cli("memory", "get", "x")       # creates the database: its path is shown once
     db = workdir.resolve() / ".agentstack" / "agentstack.db"
-    assert first.returncode == 1
+    assert first.returncode == 2
     assert first.stderr.splitlines() == [f"agentstack-lab: using database {db} (new)",
                                          "error: no entry 'x' in namespace 'default'"]
     again = cli("memory", "get", "x")       # an existing database: the error line alone
-    assert again.returncode == 1 and again.stderr.splitlines() == ["error: no entry 'x' in namespace 'default'"]
+    assert again.returncode == 2 and again.stderr.splitlines() == ["error: no entry 'x' in namespace 'default'"]
     assert again.stdout == ""
 
 
@@ -107,16 +107,16 @@ def test_config_validate_json(workdir):
     (workdir / "agentstack.config.json").write_text('{"agents": {"max_depth": 1}}')
     assert json.loads(ok("config", "validate", "--json"))["file"].endswith("agentstack.config.json")
     result = run("config", "validate", "--json", str(workdir / "missing.json"))
-    assert result.exit_code == 1 and result.stderr.strip().endswith("missing.json: no such file")
+    assert result.exit_code == 2 and result.stderr.strip().endswith("missing.json: no such file")
 
 
 def test_ended_session_takes_no_new_entries_via_cli(workdir):
     sid = ok("session", "start").strip()
     ok("session", "end", sid)
     result = run("memory", "store", "late", "written after the end", "--session", sid)
-    assert result.exit_code == 1 and "has ended" in result.stderr
+    assert result.exit_code == 2 and "has ended" in result.stderr
     result = run("agent", "run", "hi", "--session", sid)
-    assert result.exit_code == 1 and "has ended" in result.stderr
+    assert result.exit_code == 2 and "has ended" in result.stderr
     from agentstack_lab.workspace import Workspace
 
     with Workspace.open(announce=False) as ws:   # nothing was left in the ended session's namespace

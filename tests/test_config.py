@@ -28,7 +28,8 @@ def test_defaults_without_a_file(workdir):
     ({"agents": {"executor": "docker"}}, "agents.executor: expected 'live' or 'subprocess'"),
     ({"providers": {"openai": {"timeout": "soon"}}}, "providers.openai.timeout: expected number"),
     ({"agents": {"auto_approve": "perhaps"}}, "agents.auto_approve: expected bool"),
-    ({"plugins": {"disabled": "x"}}, "plugins.disabled: expected list"),
+    ({"workflows": {"pool_size": "x"}}, "workflows.pool_size: expected int"),
+    ({"monitoring": {"enabled": True}}, "monitoring: unknown key"),   # removed: nothing read it
 ])
 def test_errors_name_the_field(workdir, data, message):
     write(workdir / "agentstack.config.json", data)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from agentstack_lab.agents.registry import CORE_AGENT_TYPES
+from agentstack_lab.cli.workflow import run_command
 from agentstack_lab.workflows.catalog import builtin_workflows, resolve_notebook
-from agentstack_lab.workflows.cli import run_command
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -126,5 +126,5 @@ def test_unknown_name_is_exit_2_naming_the_builtins(tmp_path, monkeypatch, capsy
         run_command.main(args=["no_such_flow"], standalone_mode=False)
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["ERROR unknown workflow 'no_such_flow': not a file and not a built-in "
+    assert err == ["error: unknown workflow 'no_such_flow': not a file and not a built-in "
                    "(built-ins: code_review, doc_sync)"]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from agentstack_lab.cli.workflow import run_command
 from agentstack_lab.workflows.catalog import resolve_notebook
-from agentstack_lab.workflows.cli import run_command
 
 REPO = Path(__file__).resolve().parents[1]
 BINDER = REPO / "binder"

@@ -98,7 +98,7 @@ def test_killed_kernel_is_an_error_naming_the_cell_with_partial_notebook(workdir
     partial = nbformat.read(workdir / "partial.ipynb", 4)
     assert partial.cells[0].outputs[0]["text"] == "before\n" and partial.cells[2].outputs == []
     report = json.loads((workdir / "r.json").read_text())
-    assert report["execution"]["failingCell"]["index"] == 1 and report["verdict"] == "FAIL"
+    assert report["execution"]["failingCell"]["index"] == 1 and report["verdict"] == "ERROR"  # not decided
 
 
 @pytest.mark.parametrize(("flag", "expected"), [("--cell-timeout", "exceeded the per-cell timeout of 1s"),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentstack_lab.errors import AgentstackError
+from agentstack_lab.validation import check_float, check_int, check_threshold
 
 __all__ = [
     "MagicUsageError",
@@ -47,10 +48,24 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
+    try:
+        return check_int("value", int(text))
+    except ValueError:  # UsageError is a ValueError too; argparse names the option
+        raise argparse.ArgumentTypeError(f"expected an integer between 0 and 2**63-1, got {text!r}") from None
+
+
+def _threshold(text: str) -> float:
+    try:
+        return check_threshold("value", float(text))  # type: ignore[return-value]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a finite number between 0 and 1, got {text!r}") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        return check_float("value", float(text), above=0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}") from None
 
 
 def _session(text: str) -> str:
@@ -102,7 +117,7 @@ def agent_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-children", type=_positive_int, help="subagents per agent (default 4)")
     p.add_argument("--max-agents", type=_positive_int, help="agents in the whole tree (default 16)")
     p.add_argument("--max-tokens", type=_positive_int, help="token budget of the whole tree")
-    p.add_argument("--timeout", type=float, help="wall-clock budget in seconds")
+    p.add_argument("--timeout", type=_seconds, help="wall-clock budget in seconds")
     p.add_argument("--no-subagents", dest="subagents", action="store_false", help="answer without subagents")
     p.add_argument("--auto-approve", action="store_true", help="run model-written code without asking")
     p.add_argument("--wait", action="store_true",
@@ -220,7 +235,7 @@ def memory_parser() -> argparse.ArgumentParser:
     ns_opts(q)
     q.add_argument("--mode", choices=("hybrid", "fts", "vector"), default="hybrid")
     q.add_argument("--limit", type=_positive_int, default=10)
-    q.add_argument("--threshold", type=float)
+    q.add_argument("--threshold", type=_threshold, help="minimum score, 0..1")
     q.add_argument("--agent", help="only entries of this agent (plus shared ones)")
     ls = sub.add_parser("list", add_help=False, help="list entries, newest first")
     ns_opts(ls)

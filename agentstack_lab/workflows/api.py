@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from agentstack_lab.workflows.model import PHASES, WorkflowConfig, WorkflowEvent, WorkflowReport
-from agentstack_lab.workflows.runner import PhaseExecutor, PhaseRunner
+from agentstack_lab.workflows.runner import PhaseError, PhaseExecutor, PhaseRunner
 
 __all__ = ["REPORT_MIME", "AgentNote", "Workflow", "ask_agent", "choose_provider"]
 
@@ -81,20 +81,33 @@ class Workflow:
             print(f"■ {self.name}: {event.data['verdict']}", flush=True)
 
     async def run(self, *, report_path: str | os.PathLike | None = None, display: bool = True) -> WorkflowReport:
-        """Run the declared phases (reconciling on adversarial FAIL); display and return the report."""
+        """Run the declared phases (reconciling on adversarial FAIL); display and return the report.
+
+        When a phase raises, the report so far (verdict ERROR) is still displayed and written,
+        then the :class:`~agentstack_lab.workflows.runner.PhaseError` propagates (the cell fails).
+        """
         phases = tuple(p for p in PHASES if p in self.executors)
         config = WorkflowConfig(name=self.name, phases=phases, max_iterations=self.max_iterations,
                                 parameters=self.parameters)
         self.runner = PhaseRunner(config, self.executors)
         if self.verbose:
             self.runner.subscribe(self._print)
-        self.report = await self.runner.run()
-        data = self.report.to_dict()
+        try:
+            self.report = await self.runner.run()
+        except PhaseError:
+            # the run could not complete: publish what it had (verdict ERROR), then let the cell fail
+            self._publish(self.runner.report(), report_path, display)
+            raise
+        self._publish(self.report, report_path, display)
+        return self.report
+
+    @staticmethod
+    def _publish(report: WorkflowReport, report_path: str | os.PathLike | None, display: bool) -> None:
+        data = report.to_dict()
         if report_path is not None:
             Path(report_path).write_text(json.dumps(data, indent=2) + "\n", "utf-8")
         if display:
             publish(data)
-        return self.report
 
 
 def _markdown(report: dict[str, Any]) -> str:

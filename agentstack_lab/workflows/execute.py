@@ -2,8 +2,10 @@
 
 Exit codes: 0 PASS; 1 FAIL, a check failed (the workflow's verdict is FAIL, or a cell raised
 ``AssertionError``, papermill-style); 2 error, the check could not run (any other exception in a
-cell, bad parameter, missing notebook, kernel failed to start or died, timeout). In every case
-where a notebook was read, the (partial) executed notebook is written and the failing cell is named.
+cell, bad parameter, missing notebook, kernel failed to start or died, timeout, an output file that
+cannot be written). The report's verdict says the same: PASS, FAIL, or ERROR when the run could not
+complete (never FAIL: nothing was decided). In every case where a notebook was read, the (partial)
+executed notebook is written and the failing cell is named.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ __all__ = ["REPORT_MIME", "RunResult", "default_output_path", "run_notebook"]
 
 REPORT_MIME = "application/vnd.agentstack.workflow-report+json"
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+_EXIT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "error": EXIT_ERROR}
+_VERDICT = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
+_STATUS = {v: k for k, v in _VERDICT.items()}
 _WATCH_INTERVAL = 0.1
 
 
@@ -80,6 +85,15 @@ def _fallback_report(name: str, started: datetime, verdict: str, parameters: dic
 
     return WorkflowReport(workflow=name, started_at=started, completed_at=datetime.now(UTC), verdict=verdict,
                           phases=[], iterations=1, max_iterations=1, parameters=parameters).to_dict()
+
+
+def _write(path: Path, write: Any, what: str) -> None:
+    """Write one output file; an OS error becomes a :class:`_RunError` naming the path."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(path)
+    except OSError as exc:
+        raise _RunError("error", f"cannot write the {what} to {path}: {exc.strerror or exc}") from None
 
 
 def _died(lease: Any, described: dict[str, Any]) -> _RunError:
@@ -214,24 +228,30 @@ async def run_notebook(notebook: str | Path, *, parameters: dict[str, Any] | Non
 
     report = _find_report(nb)
     if report is None:
-        report = _fallback_report(src.stem, started, "PASS" if status == "pass" else "FAIL", parameters)
-    if status == "pass" and report.get("verdict") == "FAIL":
-        status, message = "fail", f"workflow verdict FAIL ({_summary(report)})"
-    if status != "pass":
-        report["verdict"] = "FAIL"
-    exit_code = {"pass": EXIT_PASS, "fail": EXIT_FAIL}.get(status, EXIT_ERROR)
+        report = _fallback_report(src.stem, started, _VERDICT[status], parameters)
+    if status == "pass" and report.get("verdict") in ("FAIL", "ERROR"):
+        status, message = _STATUS[report["verdict"]], f"workflow verdict {report['verdict']} ({_summary(report)})"
     message = message or f"workflow verdict PASS ({_summary(report)})"
     result.duration = time.monotonic() - t0
-    report["execution"] = {"notebook": str(src), "output": str(out_path), "status": status,
-                           "exitCode": exit_code, "message": message, "failingCell": cell_info,
-                           "warnings": result.warnings, "kernelSeconds": round(result.duration, 3)}
-    meta = nb.metadata.setdefault("agentstack", {})
-    meta["workflow"] = {"report": report}
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, out_path)
-    if report_path:
-        Path(report_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(report_path).write_text(json.dumps(report, indent=2) + "\n", "utf-8")
+
+    def finish(status: str, message: str) -> None:  # a run that could not complete is ERROR, never FAIL
+        report["verdict"] = _VERDICT[status] if status != "pass" else report.get("verdict", "PASS")
+        report["execution"] = {"notebook": str(src), "output": str(out_path), "status": status,
+                               "exitCode": _EXIT[status], "message": message, "failingCell": cell_info,
+                               "warnings": result.warnings, "kernelSeconds": round(result.duration, 3)}
+        nb.metadata.setdefault("agentstack", {})["workflow"] = {"report": report}
+
+    finish(status, message)
+    try:  # an unwritable -o/--report makes the run an error (exit 2) naming the path, after the fact
+        _write(out_path, lambda p: nbformat.write(nb, p), "executed notebook")
+        if report_path:
+            _write(Path(report_path), lambda p: p.write_text(json.dumps(report, indent=2) + "\n", "utf-8"), "report")
+    except _RunError as exc:
+        status, message = "error", exc.message
+        finish(status, message)
+        with contextlib.suppress(_RunError):  # keep what can be kept: the other file may still be writable
+            _write(out_path, lambda p: nbformat.write(nb, p), "executed notebook")
+    exit_code = _EXIT[status]
     result.status, result.exit_code, result.message = status, exit_code, message
     result.output, result.report, result.failing_cell = str(out_path), report, cell_info
     result.report_path = str(report_path) if report_path else None

@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 Phase = Literal["inventory", "analysis", "sync", "consistency", "adversarial", "reconciliation"]
 Severity = Literal["low", "medium", "high"]
-Verdict = Literal["PASS", "FAIL"]
+# PASS: every check held; FAIL: a check failed; ERROR: the run could not complete (a phase raised,
+# a cell crashed, the kernel died), so nothing was decided: never reported as FAIL.
+Verdict = Literal["PASS", "FAIL", "ERROR"]
 
 PHASES: tuple[str, ...] = ("inventory", "analysis", "sync", "consistency", "adversarial", "reconciliation")
 SEVERITIES: tuple[str, ...] = ("low", "medium", "high")

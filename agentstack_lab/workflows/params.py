@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import copy
 import datetime as _dt
+import keyword
 import math
 import re
 import warnings
@@ -21,6 +22,7 @@ from agentstack_lab.errors import AgentstackError
 __all__ = [
     "ParameterError",
     "UndeclaredParameterWarning",
+    "check_name",
     "declared_parameters",
     "inject_parameters",
     "load_params_file",
@@ -30,7 +32,6 @@ __all__ = [
 
 _INT = re.compile(r"[+-]?\d+\Z")
 _FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?\Z")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class ParameterError(AgentstackError, ValueError):
@@ -39,6 +40,20 @@ class ParameterError(AgentstackError, ValueError):
 
 class UndeclaredParameterWarning(UserWarning):
     """A parameter was given that the notebook's ``parameters`` cell does not declare."""
+
+
+def check_name(name: str) -> str:
+    """``name`` if it can be assigned in the injected cell, else :class:`ParameterError`.
+
+    A keyword (``import``, ``class``, ``True``) passes an identifier check but makes the injected
+    cell a SyntaxError, so it is refused here, before a kernel starts. Soft keywords (``match``,
+    ``case``, ``type``) are ordinary names when assigned and stay allowed.
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ParameterError(f"parameter name {name!r} is not a valid Python identifier")
+    if keyword.iskeyword(name):
+        raise ParameterError(f"parameter name {name!r} is a Python keyword; it cannot be assigned")
+    return name
 
 
 def parse_value(name: str, text: str) -> Any:
@@ -56,7 +71,10 @@ def parse_value(name: str, text: str) -> Any:
     if stripped in ("None", "null", "~"):
         return None
     if _INT.match(stripped):
-        return int(stripped)
+        try:
+            return int(stripped)
+        except ValueError:  # over Python's 4300-digit limit for int()
+            raise ParameterError(f"parameter {name!r}: integer with {len(stripped)} digits is too long") from None
     if _FLOAT.match(stripped):
         return float(stripped)
     if stripped[:1] in ("[", "{"):
@@ -66,8 +84,10 @@ def parse_value(name: str, text: str) -> Any:
             value = yaml.safe_load(stripped)
         except yaml.YAMLError as exc:
             problem = str(exc).splitlines()[0]
-            raise ParameterError(f"parameter {name!r}: value {text!r} looks like a list/dict but is not "
+            raise ParameterError(f"parameter {name!r}: value {text[:80]!r} looks like a list/dict but is not "
                                  f"valid YAML ({problem})") from None
+        except RecursionError:
+            raise ParameterError(f"parameter {name!r}: value is nested too deeply") from None
         return _plain(name, value)
     return text
 
@@ -83,6 +103,10 @@ def load_params_file(path: str | Path) -> dict[str, Any]:
         data = yaml.safe_load(p.read_text("utf-8"))
     except yaml.YAMLError as exc:
         raise ParameterError(f"parameters file {p} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise ParameterError(f"parameters file {p} is nested too deeply") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ParameterError(f"parameters file {p} cannot be read: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -91,15 +115,17 @@ def load_params_file(path: str | Path) -> dict[str, Any]:
     return {str(k): _plain(str(k), v) for k, v in data.items()}
 
 
-def _plain(name: str, value: Any) -> Any:
+def _plain(name: str, value: Any, depth: int = 0) -> Any:
+    if depth > 100:  # also ends YAML's self-referencing anchors ([&a [*a]])
+        raise ParameterError(f"parameter {name!r}: value is nested too deeply (or refers to itself)")
     if isinstance(value, _dt.datetime | _dt.date):
         return value.isoformat()
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, list | tuple):
-        return [_plain(name, v) for v in value]
+        return [_plain(name, v, depth + 1) for v in value]
     if isinstance(value, dict):
-        return {str(k): _plain(name, v) for k, v in value.items()}
+        return {str(k): _plain(name, v, depth + 1) for k, v in value.items()}
     raise ParameterError(f"parameter {name!r}: unsupported value type {type(value).__name__}")
 
 
@@ -150,13 +176,13 @@ def inject_parameters(nb: Any, parameters: dict[str, Any], *, input_path: str | 
     """Return a copy of ``nb`` with an ``injected-parameters`` cell holding ``parameters``.
 
     Warns (:class:`UndeclaredParameterWarning`) for names the ``parameters`` cell does not assign,
-    as papermill does; raises :class:`ParameterError` for a name that is not a Python identifier.
+    as papermill does; raises :class:`ParameterError` for a name that is not a Python identifier
+    or is a keyword.
     """
     import nbformat
 
     for name in parameters:
-        if not _IDENT.match(name) or name in ("True", "False", "None"):
-            raise ParameterError(f"parameter name {name!r} is not a valid Python identifier")
+        check_name(name)
     lines = ["# Parameters"] + [f"{k} = {render_literal(v)}" for k, v in parameters.items()]
     out = copy.deepcopy(nb)
     declared = declared_parameters(out)

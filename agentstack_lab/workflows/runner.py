@@ -196,6 +196,17 @@ class PhaseRunner:
         ctx.started_at = datetime.now(UTC)
         await self._emit("workflow:start", data={"phases": list(self.config.phases),
                                                  "maxIterations": self.config.max_iterations})
+        try:
+            await self._run_phases()
+        except PhaseError:
+            ctx.verdict = None  # the run could not complete, so nothing was decided: report() says ERROR
+            raise
+        report = self.report()
+        await self._emit("workflow:complete", data={"verdict": report.verdict, "id": report.id})
+        return report
+
+    async def _run_phases(self) -> None:
+        ctx = self.context
         for phase in self.config.phases:
             if phase != "reconciliation":
                 await self.execute_phase(phase)
@@ -211,17 +222,14 @@ class PhaseRunner:
                     ctx.verdict = "PASS"
         else:
             ctx.verdict = "PASS" if all(r.success for r in ctx.results) else "FAIL"
-        report = self.report()
-        await self._emit("workflow:complete", data={"verdict": report.verdict, "id": report.id})
-        return report
 
     def report(self) -> WorkflowReport:
-        """Build the report from the context as it is now."""
+        """Build the report from the context as it is now (verdict ERROR until the run has decided one)."""
         ctx = self.context
         counts = ctx.state.get("_counters", dict.fromkeys(_COUNTERS, 0))
         return WorkflowReport(
             workflow=self.config.name, started_at=ctx.started_at, completed_at=datetime.now(UTC),
-            verdict=ctx.verdict or "FAIL", phases=list(ctx.results), iterations=ctx.iteration,
+            verdict=ctx.verdict or "ERROR", phases=list(ctx.results), iterations=ctx.iteration,
             max_iterations=self.config.max_iterations, documents_scanned=len(ctx.inventory),
             parameters=dict(self.config.parameters), **counts,
         )

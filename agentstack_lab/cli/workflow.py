@@ -1,9 +1,10 @@
-"""``agentstack-lab workflow ...``: run workflow notebooks headless (exit code = verdict).
+"""``agentstack-lab workflow ...``: run workflow notebooks headless (exit code = verdict), list, validate.
 
-Notebooks are paths or built-in names (``agentstack-lab workflow list``).
-
-Exit codes: 0 PASS; 1 FAIL (verdict FAIL, or a cell raised ``AssertionError``); 2 error, the
-check could not run (any other exception, bad parameter, missing notebook, dead kernel, timeout).
+Notebooks are paths or built-in names (``agentstack-lab workflow list``). Exit codes follow the CLI's
+policy (:mod:`agentstack_lab.cli.common`): 0 PASS; 1 FAIL (verdict FAIL, or a cell raised
+``AssertionError``); 2 the check could not run (any other exception, a bad or keyword parameter
+name, an unconvertible ``-p`` value, a missing notebook, an unwritable ``-o``/``--report`` path, a
+dead kernel, a timeout). Everything that can be checked before a kernel starts is checked first.
 """
 
 from __future__ import annotations
@@ -16,6 +17,18 @@ from typing import Any
 
 import click
 import typer
+
+from agentstack_lab.cli.common import (
+    EXIT_ERROR,
+    EXIT_FAIL,
+    JSON_OPTION,
+    CommandError,
+    fail,
+    print_json,
+    require_writable,
+)
+from agentstack_lab.errors import AgentstackError, message
+from agentstack_lab.validation import check_float, check_int
 
 __all__ = ["app", "run_command"]
 
@@ -37,7 +50,7 @@ def _skip_slow_imports() -> None:
 
 def _parameters(params: tuple[tuple[str, str], ...], raw: tuple[tuple[str, str], ...],
                 files: tuple[str, ...]) -> dict[str, Any]:
-    from agentstack_lab.workflows.params import load_params_file, parse_value
+    from agentstack_lab.workflows.params import check_name, load_params_file, parse_value
 
     values: dict[str, Any] = {}
     for path in files:
@@ -46,6 +59,8 @@ def _parameters(params: tuple[tuple[str, str], ...], raw: tuple[tuple[str, str],
         values[name] = parse_value(name, text)
     for name, text in raw:
         values[name] = text
+    for name in values:
+        check_name(name)
     return values
 
 
@@ -81,23 +96,36 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
     ``agentstack-lab workflow list``); an existing file of that name wins.
 
     Exit 0 PASS; 1 FAIL (the report's verdict is FAIL, or a cell raised AssertionError); 2 error, the
-    check could not run (any other exception in a cell, bad parameter, missing notebook, dead kernel,
-    timeout). The executed notebook is always saved, partial on failure, and the failing cell named.
+    check could not run (any other exception in a cell, bad parameter, missing notebook, unwritable
+    -o/--report, dead kernel, timeout; the report's verdict is then ERROR). The executed notebook is
+    always saved, partial on failure, and the failing cell named.
     """
-    from agentstack_lab.config import ConfigError, load_config
-    from agentstack_lab.workflows.params import ParameterError, load_params_file
+    # A plain click command run standalone (see ``_run`` below): expected errors end it here with
+    # one line and exit 2; anything else propagates to the root group, which reports it as a bug.
+    try:
+        code = _run_notebooks(notebooks, params, raw, files, grid_file, output, report, kernel_name, timeout,
+                              cell_timeout, cwd, parallel, fork)
+    except AgentstackError as exc:
+        _echo(f"error: {message(exc)}")
+        raise SystemExit(EXIT_ERROR) from None
+    raise SystemExit(code)
+
+
+def _run_notebooks(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
+                   raw: tuple[tuple[str, str], ...], files: tuple[str, ...], grid_file: str | None,
+                   output: str | None, report: str | None, kernel_name: str | None, timeout: float | None,
+                   cell_timeout: float | None, cwd: str | None, parallel: int | None, fork: bool) -> int:
+    from agentstack_lab.config import load_config
+    from agentstack_lab.workflows.catalog import resolve_notebook
 
     _skip_slow_imports()
     if cwd and not Path(cwd).is_dir():
-        _echo(f"ERROR --cwd: directory not found: {cwd}")
-        raise SystemExit(2)
-    try:
-        settings = load_config(start=Path(cwd or ".")).workflows
-    except ConfigError as exc:
-        _echo(f"ERROR config: {exc}")
-        raise SystemExit(2) from None
+        raise CommandError(f"--cwd: directory not found: {cwd}")
+    settings = load_config(start=Path(cwd or ".")).workflows
     parallel = settings.pool_size if parallel is None else parallel
     cell_timeout = settings.cell_timeout if cell_timeout is None else cell_timeout
+    from agentstack_lab.workflows.params import ParameterError, check_name, load_params_file
+
     try:
         values = _parameters(params, raw, files)
         grid = None
@@ -105,27 +133,28 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
             from agentstack_lab.workflows.batch import expand_grid
 
             grid = expand_grid(load_params_file(grid_file))
+            for name in grid[0] if grid else {}:
+                check_name(name)
     except ParameterError as exc:
-        _echo(f"ERROR bad parameter: {exc}")
-        raise SystemExit(2) from None
-    for name, value in (("--parallel", parallel), ("--timeout", timeout), ("--cell-timeout", cell_timeout)):
-        if value is not None and value <= 0:
-            _echo(f"ERROR {name} must be > 0, got {value:g}")
-            raise SystemExit(2)
-    from agentstack_lab.workflows.catalog import UnknownWorkflowError, resolve_notebook
-
-    try:
-        paths = [resolve_notebook(n) for n in notebooks]
-    except UnknownWorkflowError as exc:
-        _echo(f"ERROR {exc}")
-        raise SystemExit(2) from None
-    if len(paths) == 1 and not grid:
-        code = asyncio.run(_single(paths[0], values, output, report, kernel_name, cwd, cell_timeout, timeout,
-                                   parallel, fork))
-    else:
-        code = asyncio.run(_many(paths, values, grid, output, report, kernel_name, cwd, cell_timeout, timeout,
+        raise CommandError(f"bad parameter: {exc}") from None
+    check_int("--parallel", parallel, minimum=1, maximum=1_000)
+    for name, value in (("--timeout", timeout), ("--cell-timeout", cell_timeout)):
+        if value is not None:
+            check_float(name, value, above=0)
+    paths = [resolve_notebook(n) for n in notebooks]
+    several = len(paths) > 1 or bool(grid)
+    if report:
+        require_writable(report, "--report")
+    if output and not several:
+        require_writable(output, "-o")
+    if several:
+        out_dir = Path(output or "workflow-runs")
+        if out_dir.suffix == ".ipynb":
+            raise CommandError(f"with several runs -o must be a folder, got {out_dir}")
+        require_writable(out_dir / "x.ipynb", "-o")
+        return asyncio.run(_many(paths, values, grid, out_dir, report, kernel_name, cwd, cell_timeout, timeout,
                                  parallel, fork))
-    raise SystemExit(code)
+    return asyncio.run(_single(paths[0], values, output, report, kernel_name, cwd, cell_timeout, timeout))
 
 
 def _print_result(res: Any) -> None:
@@ -136,8 +165,8 @@ def _print_result(res: Any) -> None:
 
 
 async def _single(path: Path, values: dict[str, Any], output: str | None, report: str | None,
-                  kernel_name: str | None, cwd: str | None, cell_timeout: float | None, timeout: float | None,
-                  parallel: int, fork: bool) -> int:
+                  kernel_name: str | None, cwd: str | None, cell_timeout: float | None,
+                  timeout: float | None) -> int:
     from agentstack_lab.workflows.execute import run_notebook
 
     res = await run_notebook(path, parameters=values, output=output, report_path=report, kernel_name=kernel_name,
@@ -147,17 +176,13 @@ async def _single(path: Path, values: dict[str, Any], output: str | None, report
 
 
 async def _many(paths: list[Path], values: dict[str, Any], grid: list[dict[str, Any]] | None,
-                output: str | None, report: str | None, kernel_name: str | None, cwd: str | None,
+                out_dir: Path, report: str | None, kernel_name: str | None, cwd: str | None,
                 cell_timeout: float | None, timeout: float | None, parallel: int, fork: bool) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from agentstack_lab.workflows.batch import plan_runs, run_batch
 
-    out_dir = Path(output or "workflow-runs")
-    if out_dir.suffix == ".ipynb":
-        _echo(f"ERROR with several runs -o must be a folder, got {out_dir}")
-        return 2
     specs = plan_runs(paths, values, grid, out_dir)
     console = Console(stderr=True)
     with Progress(TextColumn("workflows"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -178,9 +203,12 @@ async def _many(paths: list[Path], values: dict[str, Any], grid: list[dict[str, 
         summary = [{"notebook": r.notebook, "parameters": r.parameters, "status": r.status, "exitCode": r.exit_code,
                     "message": r.message, "output": r.output, "report": r.report_path,
                     "verdict": (r.report or {}).get("verdict")} for r in results]
-        Path(report).parent.mkdir(parents=True, exist_ok=True)
-        Path(report).write_text(json.dumps({"runs": summary}, indent=2) + "\n", "utf-8")
-    return 2 if counts["error"] else 1 if counts["fail"] else 0
+        try:
+            Path(report).parent.mkdir(parents=True, exist_ok=True)
+            Path(report).write_text(json.dumps({"runs": summary}, indent=2) + "\n", "utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot write the --report summary to {report}: {exc.strerror or exc}") from None
+    return EXIT_ERROR if counts["error"] else EXIT_FAIL if counts["fail"] else 0
 
 
 app = typer.Typer(no_args_is_help=True,
@@ -197,14 +225,16 @@ def _run(ctx: typer.Context) -> None:
 
 
 @app.command("list")
-def list_command() -> None:
+def list_command(as_json: bool = JSON_OPTION) -> None:
     """List the built-in workflows (run one by name: agentstack-lab workflow run NAME)."""
     from agentstack_lab.workflows.catalog import builtin_dirs, builtin_workflows
 
     found = builtin_workflows()
+    if as_json:
+        print_json([{"name": w.name, "description": w.description, "path": str(w.path)} for w in found.values()])
+        return
     if not found:
-        _echo("ERROR no built-in workflows found in " + " or ".join(str(d) for d in builtin_dirs()))
-        raise typer.Exit(2)
+        raise CommandError("no built-in workflows found in " + " or ".join(str(d) for d in builtin_dirs()))
     name_w = max(len(w.name) for w in found.values())
     desc_w = max(len(w.description) for w in found.values())
     for wf in found.values():
@@ -213,25 +243,29 @@ def list_command() -> None:
 
 @app.command("schema")
 def schema_command() -> None:
-    """Print the JSON Schema of workflow reports."""
+    """Print the JSON Schema of workflow reports (JSON already)."""
     from agentstack_lab.workflows.schema import report_schema
 
     typer.echo(json.dumps(report_schema(), indent=2))
 
 
 @app.command("validate")
-def validate_command(report: Path) -> None:
-    """Check a report JSON file against the schema (exit 2 when invalid)."""
+def validate_command(report: Path, as_json: bool = JSON_OPTION) -> None:
+    """Check a report JSON file against the schema (exit 1 when invalid, 2 when it cannot be read)."""
     from agentstack_lab.workflows.schema import ReportValidationError, validate_report
 
     _skip_slow_imports()
     try:
-        validate_report(json.loads(report.read_text("utf-8")))
-    except (OSError, ValueError, ReportValidationError) as exc:
-        _echo(f"ERROR {report}: {exc}")
-        raise typer.Exit(2) from None
-    typer.echo(f"{report}: valid")
-
-
-if __name__ == "__main__":
-    sys.exit(app())
+        text = report.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandError(f"{report}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        validate_report(json.loads(text))
+    except (ValueError, ReportValidationError) as exc:  # json.JSONDecodeError is a ValueError
+        if as_json:
+            print_json({"valid": False, "file": str(report), "error": str(exc)})
+        raise fail(f"{report}: {exc}", EXIT_FAIL) from None
+    if as_json:
+        print_json({"valid": True, "file": str(report)})
+    else:
+        typer.echo(f"{report}: valid")

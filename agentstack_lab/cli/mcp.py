@@ -1,10 +1,12 @@
-"""The ``agentstack-lab mcp`` command (registered in :mod:`agentstack_lab.cli`)."""
+"""``agentstack-lab mcp``: serve the workspace as MCP tools over stdio (the server itself is :mod:`agentstack_lab.mcp`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
+
+from agentstack_lab.cli.common import CommandError
 
 __all__ = ["mcp"]
 
@@ -13,13 +15,10 @@ def mcp(ctx: typer.Context,
         workspace: Path = typer.Option(None, "--workspace", "-w",
                                        help="Workspace folder (default: the global --workspace, or found from cwd).")):
     """Serve agents, memory, sessions and identities as MCP tools over stdio (for Claude Code or any MCP host)."""
-    from agentstack_lab.cli import CliError, _handled
+    from agentstack_lab.mcp.server import serve
 
     root = ctx.find_root().obj or {}
-    with _handled():
-        from agentstack_lab.mcp.server import serve
-
-        try:
-            serve(workspace or root.get("workspace"))
-        except ImportError as exc:  # the `mcp` extra is missing
-            raise CliError(str(exc)) from None
+    try:
+        serve(workspace or root.get("workspace"))
+    except ImportError as exc:  # the `mcp` extra is missing; the message says what to install
+        raise CommandError(str(exc)) from None

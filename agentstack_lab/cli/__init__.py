@@ -1,0 +1,49 @@
+"""The ``agentstack-lab`` command line: one root app, one module per command group.
+
+Groups: ``memory``, ``session``, ``config``, ``agent``, ``workflow``, plus the ``mcp`` command.
+Shared behaviour (opening the workspace, the exit-code policy, one-line errors, JSON and tables)
+lives in the public :mod:`agentstack_lab.cli.common`; a group module imports only from there and
+from the layers below, never from another group. Exit codes: 0 success, 1 a check failed, 2 the
+command could not run (see :mod:`agentstack_lab.cli.common`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from agentstack_lab.cli import agent, config, memory, session, workflow
+from agentstack_lab.cli.common import HandledGroup, configure_logging
+from agentstack_lab.cli.mcp import mcp
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(name="agentstack-lab", cls=HandledGroup, no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False, help="Recursive LLM agents at home in Jupyter.")
+app.add_typer(memory.app, name="memory")
+app.add_typer(session.app, name="session")
+app.add_typer(config.app, name="config")
+app.add_typer(workflow.app, name="workflow")
+app.add_typer(agent.app, name="agent")
+app.command("mcp")(mcp)
+
+
+@app.callback()
+def _root(ctx: typer.Context,
+          workspace: Path = typer.Option(None, "--workspace", "-w", help="Workspace folder (default: found from cwd)."),
+          verbose: bool = typer.Option(False, "--verbose", "-v",
+                                       help="Show log messages (warnings and up) and the traceback of a bug."),
+          debug: bool = typer.Option(False, "--debug", help="Show all log messages and the traceback of a bug.")):
+    configure_logging(verbose=verbose, debug=debug)
+    ctx.obj = {"workspace": workspace, "verbose": verbose or debug}
+
+
+def main() -> None:
+    """Console entry point (``agentstack-lab``); exit codes 0 success, 1 a check failed, 2 could not run."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,70 @@
+"""Checks for numbers and text that users type: one line naming the option, raised before anything changes.
+
+Every surface takes numbers from text (CLI options, magic flags, MCP arguments) and the parsers
+accept values that break later and far away: ``nan``/``inf`` pass ``float()`` and every ``<``
+comparison is false for ``nan`` (a ``--threshold nan`` silently returned nothing); Python ints have
+no upper bound while SQLite binds at most 2**63 - 1 (``--limit 9223372036854775808`` died with
+``OverflowError``); stdin may not be UTF-8. The surfaces call these functions with the option's
+name so the message says which flag was wrong. This module sits in the foundation (it imports only
+:mod:`agentstack_lab.errors`), so the CLI and the notebook magics share it without importing each other.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from agentstack_lab.errors import UsageError
+
+__all__ = ["SQLITE_INT_MAX", "check_float", "check_int", "check_threshold", "decode_utf8"]
+
+SQLITE_INT_MAX = 2**63 - 1  # the largest integer SQLite binds (a signed 64-bit int)
+
+
+def check_float(name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None,
+                above: float | None = None) -> float:
+    """``value`` as a finite float within bounds, else :class:`~agentstack_lab.errors.UsageError` naming ``name``.
+
+    Args:
+        name: The option as the user typed it, e.g. ``"--timeout"``.
+        value: The parsed value (a bool is not a number here).
+        minimum: Smallest allowed value (inclusive).
+        maximum: Largest allowed value (inclusive).
+        above: Exclusive lower bound (``above=0`` means "> 0").
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UsageError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise UsageError(f"{name} must be a finite number, got {value!r}")
+    if above is not None and not number > above:
+        raise UsageError(f"{name} must be > {above:g}, got {value!r}")
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        low = "" if minimum is None else f"{minimum:g}"
+        high = "" if maximum is None else f"{maximum:g}"
+        bounds = f"between {low} and {high}" if low and high else f">= {low}" if low else f"<= {high}"
+        raise UsageError(f"{name} must be {bounds}, got {value!r}")
+    return number
+
+
+def check_int(name: str, value: Any, *, minimum: int = 0, maximum: int = SQLITE_INT_MAX) -> int:
+    """``value`` as an int in ``[minimum, maximum]`` (default: what SQLite can bind), else a UsageError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{name} must be an integer, got {value!r}")
+    if value < minimum or value > maximum:
+        raise UsageError(f"{name} must be between {minimum} and {maximum}, got {value}")
+    return value
+
+
+def check_threshold(name: str, value: Any) -> float | None:
+    """A search score threshold: ``None`` or a finite number in 0..1 (scores are normalised to that range)."""
+    return None if value is None else check_float(name, value, minimum=0.0, maximum=1.0)
+
+
+def decode_utf8(data: bytes, source: str = "standard input") -> str:
+    """``data`` decoded as UTF-8, else a UsageError saying where the bad byte is."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{source} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                         "convert it first, e.g. with iconv") from None
