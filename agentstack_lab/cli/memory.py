@@ -25,10 +25,10 @@ AGENT = typer.Option(None, "--agent", "-a", help="Agent id.")
 
 
 def _memory(ctx: typer.Context, session: str | None, agent: str | None = None) -> Any:
+    if session is not None and not session.strip():
+        raise UsageError("--session must be a session id, got an empty string")
     ws = open_workspace(ctx)
     if session is not None:
-        if not session.strip():
-            raise UsageError("--session must be a session id, got an empty string")
         ws.sessions.require_active(session)  # unknown or ended session -> clear error
         return ws.memory.scoped(session, agent_id=agent)
     return ws.memory

@@ -22,7 +22,9 @@ from typing import Any
 import sqlean as sqlite
 import sqlite_vec
 
-__all__ = ["connect", "Database", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
+from agentstack_lab.errors import AgentstackError
+
+__all__ = ["connect", "Database", "DatabaseOpenError", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
 
 OperationalError = sqlite.OperationalError
 IntegrityError = sqlite.IntegrityError
@@ -32,7 +34,25 @@ BUSY_TIMEOUT_MS = 30_000
 PAGE_SIZE = 16_384
 
 
+class DatabaseOpenError(AgentstackError):
+    """The database file cannot be opened: its folder cannot be made, or it is not an SQLite database."""
+
+
 def connect(path: str | Path, *, readonly: bool = False) -> Any:
+    """Open a connection; :class:`DatabaseOpenError` (naming the path) when the file cannot be opened.
+
+    See :func:`_connect` for the set-up.
+    """
+    try:
+        return _connect(path, readonly=readonly)
+    except (OSError, sqlite.DatabaseError) as exc:  # OperationalError is a DatabaseError
+        if isinstance(exc, sqlite.DatabaseError) and is_busy(exc):
+            raise  # busy past the retries is not a broken file: callers retry or report it
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise DatabaseOpenError(f"cannot open the database {path}: {reason}") from exc
+
+
+def _connect(path: str | Path, *, readonly: bool = False) -> Any:
     """Open a connection with sqlite-vec loaded, WAL, ``synchronous=NORMAL``, busy timeout, foreign keys, temp_store=MEMORY.
 
     New database files get :data:`PAGE_SIZE` pages.
@@ -46,6 +66,15 @@ def connect(path: str | Path, *, readonly: bool = False) -> Any:
     uri = f"file:{path}?mode=ro" if readonly else path
     conn = sqlite.connect(uri, uri=readonly, timeout=BUSY_TIMEOUT_MS / 1000,
                           isolation_level=None, check_same_thread=False)
+    try:
+        _prepare(conn, path, readonly=readonly)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _prepare(conn: Any, path: str, *, readonly: bool) -> None:
     conn.row_factory = sqlite.Row
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
@@ -63,7 +92,6 @@ def connect(path: str | Path, *, readonly: bool = False) -> Any:
     # statement journals (one per executed statement that fires triggers, e.g. every row of an
     # executemany into ``memory``) and temp b-trees stay in RAM: ~10 µs less per inserted entry
     conn.execute("PRAGMA temp_store = MEMORY")
-    return conn
 
 
 def is_busy(exc: BaseException) -> bool:
