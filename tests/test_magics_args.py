@@ -32,7 +32,7 @@ def test_cell_body_is_the_prompt():
 
 @pytest.mark.parametrize("line, cell, reason", [
     ("--bogus hi", None, "unrecognized arguments: --bogus"),
-    ("--max-depth two hi", None, "invalid _positive_int value: 'two'"),
+    ("--max-depth two hi", None, "--max-depth: expected an integer between 0 and 2**63-1, got 'two'"),
     ("--max-depth -1 hi", None, "--max-depth"),
     ("--executor docker hi", None, "invalid choice: 'docker'"),
     ("--answer approval=yes hi", None, "KIND=TEXT"),
