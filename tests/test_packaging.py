@@ -97,7 +97,7 @@ def test_installed_wheel_lists_and_resolves_builtins_from_an_unrelated_directory
     unknown = _installed_cli(installed, "workflow", "run", "doc_snyc", cwd=elsewhere)
     assert unknown.returncode == 2
     assert unknown.stderr.strip().splitlines() == [
-        "ERROR unknown workflow 'doc_snyc': not a file and not a built-in (built-ins: code_review, doc_sync)"]
+        "error: unknown workflow 'doc_snyc': not a file and not a built-in (built-ins: code_review, doc_sync)"]
 
 
 def test_installed_builtin_runs_by_name_with_its_sample_project(installed, tmp_path):
