@@ -15,7 +15,7 @@ def mcp(ctx: typer.Context,
         workspace: Path = typer.Option(None, "--workspace", "-w",
                                        help="Workspace folder (default: the global --workspace, or found from cwd).")):
     """Serve agents, memory, sessions and identities as MCP tools over stdio (for Claude Code or any MCP host)."""
-    from agentstack_lab.mcp.server import serve
+    from agentstack_lab.mcp import serve  # the MCP surface's public entry point
 
     root = ctx.find_root().obj or {}
     try:
