@@ -204,9 +204,10 @@ async def test_wait_timeout_in_agent_code_names_the_agent(ws):
 
 
 @pytest.mark.parametrize("line, message", [("--max-agents 0 hi", "max_agents must be a positive integer"),
-                                           ("--timeout -1 hi", "timeout_s must be > 0")])
+                                           ("--timeout -1 hi", "--timeout: expected a finite number of seconds > 0"),
+                                           ("--timeout nan hi", "--timeout: expected a finite number of seconds > 0")])
 def test_agent_magic_out_of_range_option_is_a_usage_error(line, message):
-    """A value argparse accepts but RunOptions refuses is one line (UsageError), not a traceback."""
+    """An out-of-range value is one line (UsageError), not a traceback, whether the parser or RunOptions refuses it."""
     from IPython.core.error import UsageError
     from IPython.core.interactiveshell import InteractiveShell
 

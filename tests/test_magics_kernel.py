@@ -79,7 +79,7 @@ def test_setup_ran(executed):
 
 @pytest.mark.parametrize("tag, expected", [
     ("bad-flag", "%agent: error: unrecognized arguments: --bogus"),
-    ("bad-value", "%agent: error: argument --max-depth: invalid _positive_int value: 'deep'"),
+    ("bad-value", "%agent: error: argument --max-depth: expected an integer between 0 and 2**63-1, got 'deep'"),
 ])
 def test_bad_flags_print_usage_without_traceback(executed, tag, expected):
     lines = _one_line_error(executed[tag])
