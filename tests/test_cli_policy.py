@@ -53,7 +53,6 @@ def one_line(result, code: int, *parts: str) -> str:
     (["agent", "run", "hi", "--timeout", "0"], ["--timeout must be > 0"]),
     (["agent", "watch", "--once", "--interval", "nan"], ["--interval must be a finite number"]),
     (["agent", "list", "--limit", "9223372036854775808"], ["--limit must be between 1"]),
-    (["memory", "store", "k", "v", "--session", ""], ["--session must be a session id"]),
 ])
 def test_bad_numbers_are_one_line_exit_2_and_change_nothing(workdir, args, parts):
     one_line(invoke(*args), 2, *parts)

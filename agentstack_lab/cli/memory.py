@@ -25,11 +25,9 @@ AGENT = typer.Option(None, "--agent", "-a", help="Agent id.")
 
 
 def _memory(ctx: typer.Context, session: str | None, agent: str | None = None) -> Any:
-    if session is not None and not session.strip():
-        raise UsageError("--session must be a session id, got an empty string")
     ws = open_workspace(ctx)
-    if session is not None:
-        ws.sessions.require_active(session)  # unknown or ended session -> clear error
+    if session is not None:  # "" is an error, never "no session"
+        ws.sessions.require_active(session)  # unknown, ended or empty session id -> clear error  # unknown or ended session -> clear error
         return ws.memory.scoped(session, agent_id=agent)
     return ws.memory
 
