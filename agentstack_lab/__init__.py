@@ -8,6 +8,10 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension"]
 
 
+# The two hooks below are the IPython extension entry point: IPython looks them up on the package
+# named in ``%load_ext agentstack_lab``, so they must live here. They import the notebook layer
+# inside the function, only when IPython calls them: the root imports nothing at import time, and
+# the notebook layer never imports the root back, so this upward edge closes no import cycle.
 def load_ipython_extension(ipython):  # pragma: no cover - exercised in kernel tests
     """Register the ``%agent`` and ``%memory`` magics (called by ``%load_ext``)."""
     from agentstack_lab.notebook.magics import load_ipython_extension as _load

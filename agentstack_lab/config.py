@@ -211,7 +211,7 @@ def check_names(config: Config, *, providers: list[str], embedders: list[str]) -
     """Check the names that select a plugin against the registered ones; return ``config``.
 
     The registries are passed in (this module imports no plugin code), e.g.
-    ``check_names(cfg, providers=list_providers(), embedders=list_embedders())``.
+    ``check_names(cfg, providers=ws.providers.names(), embedders=ws.embedders.names())``.
 
     Raises:
         ConfigError: naming the field and listing the valid names, e.g.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentstack_lab.plugins import hookimpl
+from agentstack_lab.hookspecs import hookimpl
 
 
 @hookimpl
@@ -21,5 +21,6 @@ def register_embedders(register):
 
 @hookimpl
 def register_agent_types(register):
-    # Core types are built into the agent registry; this hook is for custom types only.
+    # The 11 core types are built into AgentRegistry (they cannot be overridden); this hook adds none.
     return None
+

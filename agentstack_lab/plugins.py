@@ -1,54 +1,53 @@
-"""Plugins: one-line hooks that receive a ``register`` callback.
+"""Plugins: one-line hooks that receive a ``register`` callback (specs in ``hookspecs.py``).
 
-Built-in providers, embedders and agent types register through the same hooks
-an outside package uses (entry point group ``agentstack_lab``). A plugin that
-fails to import or register logs a warning naming it; the rest still load.
-Nothing happens at import time: :func:`load_plugins` is called by the registries.
+Built-in providers, embedders and agent types register through the same hooks an outside
+package uses (entry point group ``agentstack_lab``). A plugin that fails to import or whose hook
+raises logs a warning naming it; the rest still load. Nothing happens at import time and nothing
+is cached here: each :class:`~agentstack_lab.workspace.Workspace` calls :func:`load_plugins` once
+and builds its registries from :func:`collect` (the registries themselves never import this module).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
 import pluggy
 
-__all__ = ["hookimpl", "hookspec", "load_plugins", "get_plugin_manager", "collect"]
+from agentstack_lab.hookspecs import PROJECT, HookSpecs, hookimpl, hookspec
+
+__all__ = ["ENTRY_POINT_GROUP", "HookCall", "collect", "hookimpl", "hookspec", "load_plugins", "new_manager"]
 
 log = logging.getLogger(__name__)
-
-hookspec = pluggy.HookspecMarker("agentstack_lab")
-hookimpl = pluggy.HookimplMarker("agentstack_lab")
 
 ENTRY_POINT_GROUP = "agentstack_lab"
 
 
-class HookSpecs:
-    @hookspec
-    def register_providers(self, register: Callable[..., None]) -> None:
-        """Register provider factories: ``register(name, factory)``."""
+@dataclass(frozen=True, kw_only=True)
+class HookCall:
+    """One ``register(...)`` call a plugin made from a hook, with the plugin's name for warnings."""
 
-    @hookspec
-    def register_embedders(self, register: Callable[..., None]) -> None:
-        """Register embedder factories: ``register(name, factory)``."""
-
-    @hookspec
-    def register_agent_types(self, register: Callable[..., None]) -> None:
-        """Register custom agent types: ``register(definition)``."""
+    plugin: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
 
 
-def _new_manager() -> pluggy.PluginManager:
-    pm = pluggy.PluginManager("agentstack_lab")
+def new_manager() -> pluggy.PluginManager:
+    """An empty plugin manager that knows the hook specifications."""
+    pm = pluggy.PluginManager(PROJECT)
     pm.add_hookspecs(HookSpecs)
     return pm
 
 
 def load_plugins(pm: pluggy.PluginManager | None = None) -> pluggy.PluginManager:
-    """Load the built-ins and every entry-point plugin; a broken one is skipped with a warning."""
-    pm = pm or _new_manager()
-    from agentstack_lab import default_plugins
+    """Load the built-ins and every entry-point plugin into ``pm`` (a new manager by default).
+
+    A plugin that fails to import is skipped with a warning naming it and its package.
+    """
+    pm = pm or new_manager()
+    import agentstack_lab.default_plugins as default_plugins
 
     if not pm.is_registered(default_plugins):
         pm.register(default_plugins, name="default")
@@ -64,27 +63,21 @@ def load_plugins(pm: pluggy.PluginManager | None = None) -> pluggy.PluginManager
     return pm
 
 
-_manager: dict[str, pluggy.PluginManager] = {}
+def collect(hook_name: str, pm: pluggy.PluginManager) -> list[HookCall]:
+    """Call one hook on every plugin of ``pm``, returning the ``register(...)`` calls it made.
 
-
-def get_plugin_manager() -> pluggy.PluginManager:
-    """The process's plugin manager, loaded on first use."""
-    if "pm" not in _manager:
-        _manager["pm"] = load_plugins()
-    return _manager["pm"]
-
-
-def collect(hook_name: str, pm: pluggy.PluginManager | None = None) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
-    """Call one hook on every plugin, returning the ``register(...)`` calls it made.
-
-    A plugin whose hook raises is skipped with a warning naming it.
+    Calls come in registration order, so the built-ins (loaded first) come first. A plugin
+    whose hook raises is skipped whole with a warning naming it.
     """
-    pm = pm or get_plugin_manager()
-    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    calls: list[HookCall] = []
     for impl in getattr(pm.hook, hook_name).get_hookimpls():
-        local: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        local: list[HookCall] = []
+
+        def register(*args: Any, _into: list[HookCall] = local, _name: str = impl.plugin_name, **kwargs: Any) -> None:
+            _into.append(HookCall(plugin=_name, args=args, kwargs=kwargs))
+
         try:
-            impl.function(register=lambda *a, _into=local, **k: _into.append((a, k)))
+            impl.function(register=register)
         except Exception as exc:
             log.warning("agentstack-lab plugin %r failed in %s: %s", impl.plugin_name, hook_name, exc)
             continue

@@ -1,5 +1,11 @@
 """The workspace: one object owning the config, the SQLite store and the registries.
 
+The registries (``ws.agent_types``, ``ws.providers``, ``ws.embedders``) are built once per
+workspace, on first use, by loading the plugins (``plugins.load_plugins``, entry point group
+``agentstack_lab``) and calling their three ``register_*`` hooks; the registry modules never
+import the plugin machinery. Every surface and the engine ask the workspace, so a custom agent
+type registered once (``ws.agent_types.register(...)`` or a plugin) is visible to all of them.
+
 ``Workspace.open()`` finds ``agentstack.config.json`` (walking up from the working
 directory, or ``$AGENTSTACK_CONFIG``) and puts the database at
 ``.agentstack/agentstack.db`` next to it (or under the working directory when there
@@ -11,36 +17,88 @@ passes ``announce="stdout"``, as it is information, not an error), with
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentstack_lab.config import Config, find_config_file, load_config
 
 if TYPE_CHECKING:
-    from agentstack_lab.embeddings.registry import Embedder
+    import pluggy
+
+    from agentstack_lab.agents.identity import IdentityService
+    from agentstack_lab.agents.registry import AgentRegistry
+    from agentstack_lab.agents.spawner import Spawner
+    from agentstack_lab.embeddings.registry import Embedder, EmbedderRegistry
     from agentstack_lab.memory.api import Memory
     from agentstack_lab.memory.sessions import Sessions
+    from agentstack_lab.providers.base import Provider
+    from agentstack_lab.providers.registry import ProviderRegistry
     from agentstack_lab.store.connection import Database
 
-__all__ = ["Workspace", "DB_DIRNAME", "DB_FILENAME"]
+__all__ = ["Workspace", "Registries", "build_registries", "DB_DIRNAME", "DB_FILENAME"]
+
+log = logging.getLogger(__name__)
 
 DB_DIRNAME = ".agentstack"
 DB_FILENAME = "agentstack.db"
 
 
+@dataclass(frozen=True, kw_only=True)
+class Registries:
+    """The three registries of one workspace, built together from one plugin manager."""
+
+    agent_types: AgentRegistry
+    providers: ProviderRegistry
+    embedders: EmbedderRegistry
+
+
+def build_registries(pm: pluggy.PluginManager) -> Registries:
+    """Fill fresh registries from the ``register_*`` hooks of ``pm``.
+
+    A registration the registry refuses (a taken name, a core agent type, a malformed definition)
+    is skipped with a warning naming the plugin; the rest load.
+    """
+    from agentstack_lab.agents.registry import AgentRegistry
+    from agentstack_lab.embeddings.registry import EmbedderRegistry
+    from agentstack_lab.errors import AgentstackError
+    from agentstack_lab.plugins import collect
+    from agentstack_lab.providers.registry import ProviderRegistry
+
+    out = Registries(agent_types=AgentRegistry(), providers=ProviderRegistry(), embedders=EmbedderRegistry())
+    hooks: tuple[tuple[str, str, Callable[..., Any]], ...] = (
+        ("register_providers", "a provider", out.providers.register),
+        ("register_embedders", "an embedder", out.embedders.register),
+        ("register_agent_types", "an agent type", out.agent_types.register))
+    for hook, what, register in hooks:
+        for call in collect(hook, pm):
+            try:
+                register(*call.args, **call.kwargs)
+            except (AgentstackError, TypeError) as exc:
+                log.warning("agentstack-lab plugin %r: skipped %s: %s", call.plugin, what, exc)
+    return out
+
+
 class Workspace:
     """Config + database + memory + sessions for one project folder. Pass it explicitly; close it when done."""
 
-    _announced: ClassVar[set[str]] = set()   # db paths already shown by this process
+    # Process-wide on purpose: "print the database path the first time THIS PROCESS opens it" is a
+    # fact about the process, not about one Workspace object (a notebook may open several).
+    _announced: ClassVar[set[str]] = set()
 
-    def __init__(self, root: Path, config: Config, db_path: Path, *, announce: bool | str = True):
+    def __init__(self, root: Path, config: Config, db_path: Path, *, announce: bool | str = True,
+                 plugins: pluggy.PluginManager | None = None):
         self.root = root
         self.config = config
         self.db_path = db_path
         self.announce = announce
         self._lock = threading.RLock()
+        self._plugin_manager = plugins
+        self._registries: Registries | None = None
         self._db: Database | None = None
         self._memory: Memory | None = None
         self._sessions: Sessions | None = None
@@ -48,10 +106,12 @@ class Workspace:
 
     @classmethod
     def open(cls, path: str | Path | None = None, *, config: Config | None = None,
-             announce: bool | str = True) -> Workspace:
+             announce: bool | str = True, plugins: pluggy.PluginManager | None = None) -> Workspace:
         """Open the workspace of folder ``path`` (or the one found from the working directory).
 
         ``path`` may also name a ``.db`` file directly. ``config`` overrides the file lookup.
+        ``plugins`` is the plugin manager to build the registries from (default: the built-ins
+        plus every installed entry-point plugin, loaded on first use).
         """
         if path is not None:
             p = Path(path).expanduser().resolve()
@@ -68,7 +128,41 @@ class Workspace:
             if config is None:
                 config = load_config(file) if file is not None else Config()
             db_path = root / DB_DIRNAME / DB_FILENAME
-        return cls(root, config, db_path, announce=announce)
+        return cls(root, config, db_path, announce=announce, plugins=plugins)
+
+    # --- registries, built once from the plugin hooks -----------------------------------------------
+    @property
+    def plugins(self) -> pluggy.PluginManager:
+        """The plugin manager the registries were built from (loaded on first use)."""
+        if self._plugin_manager is None:
+            with self._lock:
+                if self._plugin_manager is None:
+                    from agentstack_lab.plugins import load_plugins
+
+                    self._plugin_manager = load_plugins()
+        return self._plugin_manager
+
+    def _built(self) -> Registries:
+        if self._registries is None:
+            with self._lock:
+                if self._registries is None:
+                    self._registries = build_registries(self.plugins)
+        return self._registries
+
+    @property
+    def agent_types(self) -> AgentRegistry:
+        """Agent types: the 11 core ones plus plugins' and any registered on this workspace."""
+        return self._built().agent_types
+
+    @property
+    def providers(self) -> ProviderRegistry:
+        """Provider factories: the built-ins plus plugins'; build one with :meth:`get_provider`."""
+        return self._built().providers
+
+    @property
+    def embedders(self) -> EmbedderRegistry:
+        """Embedder factories: the built-ins plus plugins'; the configured one is :attr:`embedder`."""
+        return self._built().embedders
 
     # --- lazily opened parts ------------------------------------------------------------------------
     @property
@@ -90,11 +184,10 @@ class Workspace:
 
     @property
     def embedder(self) -> Embedder:
+        """The embedder ``memory.embedder`` names, built once from :attr:`embedders`."""
         if self._embedder is None:
-            from agentstack_lab.embeddings.registry import get_embedder
-
             cfg = self.config.memory
-            self._embedder = get_embedder(cfg.embedder, dimensions=cfg.vector.dimensions, config=self.config)
+            self._embedder = self.embedders.build(cfg.embedder, dimensions=cfg.vector.dimensions, config=self.config)
         return self._embedder
 
     @property
@@ -118,11 +211,23 @@ class Workspace:
                     self._sessions = Sessions(self.db, self.memory)
         return self._sessions
 
-    def get_provider(self, name: str | None = None, **overrides: Any) -> Any:
-        """The provider ``name`` (default ``providers.default``) built with this workspace's config."""
-        from agentstack_lab.providers.registry import get_provider
+    @property
+    def spawner(self) -> Spawner:
+        """Agents persisted in this workspace (``agents`` table), checked against :attr:`agent_types`."""
+        from agentstack_lab.agents.spawner import Spawner
 
-        return get_provider(name or self.config.providers.default, config=self.config, **overrides)
+        return Spawner(self.db, self.agent_types)
+
+    @property
+    def identities(self) -> IdentityService:
+        """Persistent agent identities of this workspace, checked against :attr:`agent_types`."""
+        from agentstack_lab.agents.identity import IdentityService
+
+        return IdentityService(self.db, self.agent_types)
+
+    def get_provider(self, name: str | None = None, **overrides: Any) -> Provider:
+        """The provider ``name`` (default ``providers.default``) built from :attr:`providers` with this config."""
+        return self.providers.build(name or self.config.providers.default, config=self.config, **overrides)
 
     def close(self) -> None:
         with self._lock:

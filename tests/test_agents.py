@@ -17,8 +17,9 @@ from agentstack_lab.agents import (
     UnknownAgentTypeError,
 )
 from agentstack_lab.agents.registry import AgentTypeError, core_definitions
-from agentstack_lab.plugins import _new_manager, hookimpl, load_plugins
+from agentstack_lab.plugins import hookimpl, load_plugins, new_manager
 from agentstack_lab.store import Database
+from agentstack_lab.workspace import Workspace
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def test_core_types_have_structured_prompts_from_package_data():
 
 
 def test_custom_types_register_unregister_and_core_is_protected():
-    r = AgentRegistry(plugins=False)
+    r = AgentRegistry()
     with pytest.raises(AgentTypeError, match="core type and cannot be overridden"):
         r.register({"type": "coder", "system_prompt": "x"})
     with pytest.raises(AgentTypeError, match="core type and cannot be unregistered"):
@@ -55,26 +56,26 @@ def test_custom_types_register_unregister_and_core_is_protected():
         r.register({"type": "empty"})
 
 
-def test_custom_types_come_from_the_plugin_hook_and_a_bad_one_is_skipped(caplog):
+def test_custom_types_come_from_the_plugin_hook_and_a_bad_one_is_skipped(caplog, tmp_path):
     class Plugin:
         @hookimpl
         def register_agent_types(self, register):
             register({"type": "translator", "system_prompt": "You translate."})
             register({"type": "coder", "system_prompt": "hijack"})
 
-    pm = load_plugins(_new_manager())
+    pm = load_plugins(new_manager())
     pm.register(Plugin(), name="translator-plugin")
-    r = AgentRegistry(plugins=False)
-    r.load_plugins(pm)
-    assert r.has("translator") and "hijack" not in r.get("coder").system_prompt
-    assert "cannot be overridden" in caplog.text
+    with Workspace.open(tmp_path, announce=False, plugins=pm) as ws:
+        r = ws.agent_types
+        assert r.has("translator") and "hijack" not in r.get("coder").system_prompt
+    assert "'translator-plugin': skipped an agent type" in caplog.text and "cannot be overridden" in caplog.text
 
 
 def test_spawner_lifecycle_and_enforced_transitions(db):
-    s = Spawner(db, AgentRegistry(plugins=False))
+    s = Spawner(db, AgentRegistry())
     a = s.spawn("coder", name="alice", session_id="s1", metadata={"k": 1})
     assert a.status == "idle" and s.get_by_name("alice").id == a.id and s.get(a.id).metadata == {"k": 1}
-    with pytest.raises(ValueError, match="named 'alice' already exists"):
+    with pytest.raises(ValueError, match="named 'alice' already exists and is idle"):
         s.spawn("coder", name="alice")
     with pytest.raises(UnknownAgentTypeError):
         s.spawn("wizard")
@@ -105,7 +106,7 @@ def test_spawned_agents_are_visible_to_another_process(db):
 
 
 def test_identity_lifecycle_with_audit_trail(db):
-    ids = IdentityService(db, AgentRegistry(plugins=False))
+    ids = IdentityService(db, AgentRegistry())
     ident = ids.create("analyst", display_name="Ana", capabilities=["sql"], created_by="lead")
     assert ident.status == "created" and ids.get_by_name("Ana").agent_id == ident.agent_id
     ids.activate(ident.agent_id, actor_id="lead")

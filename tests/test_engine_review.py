@@ -229,7 +229,7 @@ def test_renaming_an_identity_to_a_taken_name_is_a_clear_error(tmp_path):
 
     db = Database(tmp_path / "i.db")
     try:
-        ids = IdentityService(db, AgentRegistry(plugins=False))
+        ids = IdentityService(db, AgentRegistry())
         ids.create("analyst", display_name="Ana")
         bob = ids.create("coder", display_name="Bob")
         with pytest.raises(ValueError, match="an identity named 'Ana' already exists"):

@@ -22,7 +22,7 @@ def test_a_broken_plugin_is_skipped_with_a_warning_and_the_rest_load(caplog):
     pm.register(_Good(), name="good-pkg")
     with caplog.at_level(logging.WARNING):
         calls = plugins.collect("register_agent_types", pm)
-    assert ((({"type": "poet"},), {}) in calls)
+    assert plugins.HookCall(plugin="good-pkg", args=({"type": "poet"},), kwargs={}) in calls
     assert "broken-pkg" in caplog.text and "kaput" in caplog.text
 
 

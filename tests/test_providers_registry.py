@@ -11,10 +11,11 @@ from fakes_llm import API_KEY, Reply
 from pydantic import BaseModel, Field
 
 from agentstack_lab.config import Config
-from agentstack_lab.plugins import get_plugin_manager, hookimpl
+from agentstack_lab.plugins import hookimpl, load_plugins
 from agentstack_lab.providers.base import Message, MissingKeyError, ProviderRequest, ToolUseEvent
 from agentstack_lab.providers.complete import StructuredOutputError, structured
 from agentstack_lab.providers.registry import UnknownProviderError, get_provider, list_providers
+from agentstack_lab.workspace import Workspace
 
 fake_llm_server = fakes_llm.fake_llm_server
 fake_llm = fakes_llm.fake_llm
@@ -66,7 +67,7 @@ def test_missing_sdk_names_the_extra(monkeypatch):
         get_provider("anthropic", api_key="x")
 
 
-def test_an_outside_plugin_registers_a_provider_like_the_builtins():
+def test_an_outside_plugin_registers_a_provider_like_the_builtins(tmp_path):
     class Echo:
         name = "echo"
 
@@ -78,14 +79,13 @@ def test_an_outside_plugin_registers_a_provider_like_the_builtins():
             yield
 
     plugin = types.SimpleNamespace(register_providers=hookimpl(lambda register: register("echo", Echo)))
-    pm = get_plugin_manager()
+    pm = load_plugins()
     pm.register(plugin, name="test-echo-plugin")
-    try:
-        assert "echo" in list_providers()
-        assert get_provider("echo", config=Config(), flavour="x").settings == {"flavour": "x"}
-    finally:
-        pm.unregister(plugin)
-    assert "echo" not in list_providers()
+    with Workspace.open(tmp_path, announce=False, plugins=pm) as ws:
+        assert BUILTINS | {"echo"} == set(ws.providers.names())
+        assert ws.get_provider("echo", flavour="x").settings == {"flavour": "x"}
+        assert ws.get_provider("echo").config is ws.config
+    assert "echo" not in list_providers()  # the plugin is that workspace's, not the process's
 
 
 class Plan(BaseModel):

@@ -80,3 +80,42 @@ def test_escape_and_empty():
 def test_audit_catches_what_it_looks_for():
     assert _dangerous('<img src=x onerror="a()"><a href="javascript:x">y</a><p style="x">z</p>') == [
         "<img>", "img[src='x']", "img[onerror]", "a[href='javascript:x']", "p[style]"]
+
+
+CLASS_ATTACKS = """<div class="jp-Dialog lm-Widget">fake dialog</div>
+<span class="jp-mod-active">span</span> <p class="jp-RenderedHTMLCommon">para</p>
+<code class="language-python jp-InputArea lm-Menu">mixed</code>
+<code class="jp-OutputArea">only jp</code> <code class="LANGUAGE-x">upper</code>
+<code class="language-">empty lang</code> <code class="xlanguage-python">prefixed</code>
+<pre class="language-python"><code class="language-js">x</code></pre>
+<a href="https://example.com" class="jp-Button">link</a> <table class="lm-DataGrid"><tr><td class="jp-x">c</td></tr></table>
+
+```jp-Dialog lm-Widget
+fenced with a hostile info string
+```
+"""
+
+
+def _classes(html: str) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+
+    class Collect(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.extend((tag, value or "") for name, value in attrs if name == "class")
+
+    Collect().feed(html)
+    return found
+
+
+def test_class_survives_only_as_language_tokens_on_code():
+    html = markdown_to_html(CLASS_ATTACKS)
+    classes = _classes(html)
+    assert all(tag == "code" for tag, _ in classes), classes
+    assert all(re.fullmatch(r"language-[A-Za-z0-9_+#.-]+", token) for _, value in classes for token in value.split())
+    assert not [t for _, v in classes for t in v.split() if t.startswith(("jp-", "lm-"))]
+    assert ("code", "language-python") in classes and ("code", "language-js") in classes
+    assert ("code", "language-jp-Dialog") in classes  # a fenced block's first word is only ever a language-* class
+    for text in ("fake dialog", "only jp", "mixed", "link", "fenced with a hostile info string"):
+        assert text in html  # the text stays; only the attribute goes
+    assert sanitize_html('<code class="jp-X">a</code>') == "<code>a</code>"
+    assert sanitize_html('<code class="  language-rust  lm-Y ">a</code>') == '<code class="language-rust">a</code>'

@@ -2,6 +2,11 @@
 
 created → active ⇄ dormant → retired (and created → retired). Every change, including
 metadata updates, writes an ``identity_audit`` row in the same transaction.
+
+An engine run may act as an identity (``RunOptions(identity=...)``): the run's agents carry its id
+(``agents.identity_id``) and the identity's audit gets one ``spawned`` row per run. A retired identity
+cannot spawn: the status is checked inside the transaction that would write that row, so the audit
+never claims a spawn that was refused.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from typing import Any
 from agentstack_lab.agents.spawner import InvalidTransitionError, now_iso
 from agentstack_lab.errors import AgentstackError, UsageError
 
-__all__ = ["IdentityService", "AgentIdentity", "AuditEntry", "IDENTITY_TRANSITIONS", "IdentityNotFoundError"]
+__all__ = ["IdentityService", "AgentIdentity", "AuditEntry", "IDENTITY_TRANSITIONS", "IdentityNotFoundError",
+           "IdentityRetiredError"]
 
 IDENTITY_TRANSITIONS: dict[str, frozenset[str]] = {
     "created": frozenset({"active", "retired"}),
@@ -29,6 +35,10 @@ class IdentityNotFoundError(AgentstackError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class IdentityRetiredError(AgentstackError, PermissionError):
+    """A retired identity was asked to spawn an agent (retirement is final)."""
 
 
 @dataclass(kw_only=True)
@@ -146,13 +156,34 @@ class IdentityService:
     def retire(self, agent_id: str, reason: str | None = None, actor_id: str | None = None) -> AgentIdentity:
         return self._transition(agent_id, "retired", "retired", reason, actor_id)
 
-    def record_spawn(self, agent_id: str, spawned_agent_id: str, actor_id: str | None = None) -> None:
-        """Note in the audit trail that this identity was used to spawn an agent."""
+    def resolve(self, ref: str) -> AgentIdentity:
+        """The identity whose id or display name is ``ref`` (id first); unknown is :class:`IdentityNotFoundError`."""
+        found = self.get(ref) or self.get_by_name(ref)
+        if found is None:
+            raise IdentityNotFoundError(f"no identity with id or name {ref!r}")
+        return found
+
+    def require_can_spawn(self, ref: str) -> AgentIdentity:
+        """The identity ``ref``, if it may spawn agents now (any status but ``retired``)."""
+        identity = self.resolve(ref)
+        if identity.status == "retired":
+            raise IdentityRetiredError(_retired_message(identity.agent_id, identity.display_name))
+        return identity
+
+    def record_spawn(self, agent_id: str, spawned_agent_id: str, actor_id: str | None = None) -> AgentIdentity:
+        """Record in the audit trail that this identity spawned ``spawned_agent_id``.
+
+        The status is read inside the write transaction: a retired identity raises
+        :class:`IdentityRetiredError` and nothing is written.
+        """
         with self.db.transaction() as conn:
             current = self._row(conn, agent_id)
+            if current["status"] == "retired":
+                raise IdentityRetiredError(_retired_message(agent_id, current["display_name"]))
             conn.execute("UPDATE identities SET last_active_at = ? WHERE agent_id = ?", (now_iso(), agent_id))
             self._audit(conn, agent_id, "spawned", current["status"], current["status"], None, actor_id,
                         {"spawned_agent_id": spawned_agent_id})
+        return self.get(agent_id)  # type: ignore[return-value]
 
     def get_audit_trail(self, agent_id: str, limit: int = 50) -> list[AuditEntry]:
         """Audit entries for an identity, newest first."""
@@ -200,3 +231,8 @@ class IdentityService:
         conn.execute("INSERT INTO identity_audit (agent_id, action, previous_status, new_status, reason, actor_id,"
                      " metadata, timestamp) VALUES (?,?,?,?,?,?,?,?)",
                      (agent_id, action, previous, new, reason, actor_id, json.dumps(metadata or {}), now_iso()))
+
+
+def _retired_message(agent_id: str, display_name: str | None) -> str:
+    label = f"{display_name!r} ({agent_id})" if display_name else repr(agent_id)
+    return f"identity {label} is retired and cannot spawn agents"

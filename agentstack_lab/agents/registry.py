@@ -1,24 +1,24 @@
-"""Agent types: the 11 core types (prompts kept as package data) plus custom types from plugins.
+"""Agent types: the 11 core types (prompts kept as package data) plus custom types.
 
-Core types cannot be overridden or unregistered; custom ones register through the
-``register_agent_types`` plugin hook (``register(AgentDefinition(...))`` or a dict) or
-:meth:`AgentRegistry.register`, and can be unregistered.
+Core types cannot be overridden or unregistered; custom ones are added with
+:meth:`AgentRegistry.register` and can be unregistered. A workspace owns one registry
+(``ws.agent_types``) and fills it from the ``register_agent_types`` plugin hook
+(``register(AgentDefinition(...))`` or a dict); this module never imports the plugin machinery.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 from agentstack_lab.errors import AgentstackError
 
 __all__ = ["AgentDefinition", "AgentRegistry", "CORE_AGENT_TYPES", "UnknownAgentTypeError", "AgentTypeError"]
-
-log = logging.getLogger(__name__)
 
 CORE_AGENT_TYPES: tuple[str, ...] = (
     "coder", "researcher", "tester", "reviewer", "adversarial", "architect",
@@ -83,31 +83,23 @@ def _parse_prompt_file(agent_type: str, text: str) -> AgentDefinition:
                            system_prompt=body.strip(), capabilities=caps)
 
 
+# A process-wide cache, on purpose: the 11 prompt files are package data that cannot change while
+# the process runs, and every workspace's registry reads them. The mapping is read-only and the
+# definitions frozen, so nothing cached here can be changed by anyone.
 @functools.cache
-def core_definitions() -> dict[str, AgentDefinition]:
-    """The core agent types, read once from ``agentstack_lab/agents/prompts/*.md``."""
+def core_definitions() -> Mapping[str, AgentDefinition]:
+    """The core agent types, read once from ``agentstack_lab/agents/prompts/*.md`` (read-only)."""
     folder = resources.files("agentstack_lab.agents") / "prompts"
-    return {t: _parse_prompt_file(t, (folder / f"{t}.md").read_text(encoding="utf-8")) for t in CORE_AGENT_TYPES}
+    return MappingProxyType({t: _parse_prompt_file(t, (folder / f"{t}.md").read_text(encoding="utf-8"))
+                             for t in CORE_AGENT_TYPES})
 
 
 class AgentRegistry:
     """Agent type definitions: the core types plus custom ones."""
 
-    def __init__(self, *, plugins: bool = True):
+    def __init__(self) -> None:
         self._core = core_definitions()
         self._custom: dict[str, AgentDefinition] = {}
-        if plugins:
-            self.load_plugins()
-
-    def load_plugins(self, pm: Any = None) -> None:
-        """Register custom types from the ``register_agent_types`` hook; a bad one is skipped with a warning."""
-        from agentstack_lab.plugins import collect
-
-        for args, kwargs in collect("register_agent_types", pm):
-            try:
-                self.register(*args, **kwargs)
-            except (AgentTypeError, TypeError) as exc:
-                log.warning("agentstack-lab: skipped a plugin agent type: %s", exc)
 
     def register(self, definition: AgentDefinition | dict[str, Any]) -> AgentDefinition:
         """Add a custom type; core types and duplicate names are refused with a clear error."""

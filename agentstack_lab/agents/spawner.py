@@ -3,6 +3,11 @@
 Every agent (spawned here or by an engine run) is a row of the ``agents`` table, so another
 process (``agent watch``, the lab panel, the MCP server) sees it live. Status changes follow
 :data:`TRANSITIONS`; an invalid one raises :class:`InvalidTransitionError` and changes nothing.
+
+A name belongs to one live agent at a time: once that agent is terminal (completed, failed,
+stopped) the name is free again, so a recurring named agent ("nightly-report") can be spawned
+each night. The database enforces it with a partial unique index on non-terminal rows; lookup
+by name prefers the live agent, then the most recent one.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 from agentstack_lab.errors import AgentstackError
 
 __all__ = ["Spawner", "SpawnedAgent", "TRANSITIONS", "STATUSES", "TERMINAL", "InvalidTransitionError",
-           "AgentNotFoundError", "check_transition", "now_iso"]
+           "AgentNotFoundError", "AgentNameTakenError", "check_transition", "now_iso"]
 
 # The seed's spawner statuses (idle, running, completed, failed, stopped) plus the engine's
 # pending and waiting_user: pending → running ⇄ waiting_user → completed | failed | stopped.
@@ -32,6 +37,7 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 }
 STATUSES = tuple(TRANSITIONS)
 TERMINAL = frozenset({"completed", "failed", "stopped"})
+_LIVE_SQL = "status NOT IN ('completed', 'failed', 'stopped')"  # the partial unique index's condition
 
 
 class InvalidTransitionError(AgentstackError, ValueError):
@@ -43,6 +49,10 @@ class AgentNotFoundError(AgentstackError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class AgentNameTakenError(AgentstackError, ValueError):
+    """A live agent already holds that name (it is free again once that agent is terminal)."""
 
 
 def check_transition(agent_id: str, current: str, new: str) -> None:
@@ -71,6 +81,7 @@ class SpawnedAgent:
     session_id: str | None = None
     run_id: str | None = None
     parent_id: str | None = None
+    identity_id: str | None = None
     depth: int = 0
     prompt: str | None = None
     result: str | None = None
@@ -91,7 +102,7 @@ class SpawnedAgent:
 
 _COLUMNS = ("id", "name", "type", "status", "run_id", "parent_id", "session_id", "depth", "prompt", "result",
             "error", "input_tokens", "output_tokens", "metadata", "created_at", "started_at", "ended_at",
-            "updated_at")
+            "updated_at", "identity_id")
 
 
 class Spawner:
@@ -103,7 +114,7 @@ class Spawner:
 
     def spawn(self, agent_type: str, *, name: str | None = None, session_id: str | None = None,
               metadata: dict[str, Any] | None = None, prompt: str | None = None) -> SpawnedAgent:
-        """Create an agent in status ``idle``; unknown types and taken names are clear errors."""
+        """Create an agent in status ``idle``; unknown types and names held by a live agent are clear errors."""
         if self.registry is not None:
             self.registry.get(agent_type)  # raises UnknownAgentTypeError
         agent_id = str(uuid.uuid4())
@@ -112,8 +123,10 @@ class Spawner:
         agent = SpawnedAgent(id=agent_id, name=name, type=agent_type, status="idle", created_at=stamp,
                              updated_at=stamp, session_id=session_id, metadata=dict(metadata or {}), prompt=prompt)
         with self.db.transaction() as conn:
-            if conn.execute("SELECT 1 FROM agents WHERE name = ?", (name,)).fetchone():
-                raise ValueError(f"an agent named {name!r} already exists")
+            holder = conn.execute(f"SELECT id, status FROM agents WHERE name = ? AND {_LIVE_SQL}", (name,)).fetchone()
+            if holder:
+                raise AgentNameTakenError(f"an agent named {name!r} already exists and is {holder[1]} "
+                                          f"({holder[0]}); the name is free again once it ends")
             self._insert(conn, agent)
         return agent
 
@@ -122,7 +135,9 @@ class Spawner:
         return SpawnedAgent.from_row(rows[0]) if rows else None
 
     def get_by_name(self, name: str) -> SpawnedAgent | None:
-        rows = self.db.query("SELECT * FROM agents WHERE name = ?", (name,))
+        """The agent called ``name``: the live one if any, else the most recently created."""
+        rows = self.db.query(f"SELECT * FROM agents WHERE name = ? ORDER BY ({_LIVE_SQL}) DESC, created_at DESC,"
+                             " rowid DESC LIMIT 1", (name,))
         return SpawnedAgent.from_row(rows[0]) if rows else None
 
     def list(self, session_id: str | None = None, *, status: str | None = None,
@@ -175,11 +190,19 @@ class Spawner:
 
     @staticmethod
     def _unique_names(conn: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Rows whose short name (``type-1a2b3c4d``) another agent holds are stored under ``type-<full id>``.
+        """Rows whose short name (``type-1a2b3c4d``) another live agent holds are stored under ``type-<full id>``.
 
-        Names are unique in the table; a clash must not fail the whole batch (and lose its events).
+        A name is unique among live agents; a clash must not fail the whole batch (and lose its
+        events). A row keeps the name it was first stored under.
         """
         marks = ",".join("?" * len(rows))
-        owner = dict(conn.execute(f"SELECT name, id FROM agents WHERE name IN ({marks})", [r["name"] for r in rows]))
-        return [r if owner.get(r["name"], r["id"]) == r["id"] else {**r, "name": f"{r['type']}-{r['id']}"}
-                for r in rows]
+        stored = dict(conn.execute(f"SELECT id, name FROM agents WHERE id IN ({marks})", [r["id"] for r in rows]))
+        owner = dict(conn.execute(f"SELECT name, id FROM agents WHERE name IN ({marks}) AND {_LIVE_SQL}",
+                                  [r["name"] for r in rows]))
+        out = []
+        for r in rows:
+            name = stored.get(r["id"])
+            if name is None:
+                name = r["name"] if owner.get(r["name"], r["id"]) == r["id"] else f"{r['type']}-{r['id']}"
+            out.append(r if name == r["name"] else {**r, "name": name})
+        return out

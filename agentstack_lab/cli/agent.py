@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -31,6 +31,9 @@ from agentstack_lab.errors import UsageError
 from agentstack_lab.validation import check_float, check_int
 
 __all__ = ["STATUS_STYLE", "Watch", "app"]
+
+if TYPE_CHECKING:
+    from agentstack_lab.workspace import Workspace
 
 app = typer.Typer(no_args_is_help=True, help="Run agents headless, list them, show a run's tree, watch live.")
 
@@ -111,7 +114,7 @@ def _failure_line(run: Any, auto_approve: bool) -> str:
     return f"run {run.status}: {short(error, 500)}"
 
 
-async def _run(prompt: str, *, ws: Any, agent_type: str | None, provider: str | None, model: str | None,
+async def _run(prompt: str, *, ws: Workspace, agent_type: str | None, provider: str | None, model: str | None,
                options: dict[str, Any], session: str | None, as_json: bool) -> Any:
     from agentstack_lab.engine import AgentRun
 
@@ -156,6 +159,8 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
                 max_depth: int = typer.Option(None, "--max-depth"),
                 timeout: float = typer.Option(None, "--timeout", help="Wall-clock budget in seconds."),
                 session: str = typer.Option(None, "--session", "-s", help="Run within this session."),
+                identity: str = typer.Option(None, "--identity", "-i",
+                                             help="Act as this persistent identity (id or display name; not retired)."),
                 as_json: bool = JSON_OPTION):
     """Run an agent tree headless, streaming its text and tool calls; exit 1 unless it completed."""
     if executor not in ("subprocess", "live"):
@@ -166,6 +171,8 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
         options["max_depth"] = check_int("--max-depth", max_depth, maximum=1_000)
     if timeout is not None:
         options["timeout_s"] = check_float("--timeout", timeout, above=0)
+    if identity is not None:
+        options["identity"] = identity
     ws = open_workspace(ctx)
     if session is not None:  # "" is an error, never "no session"
         ws.sessions.require_active(session)

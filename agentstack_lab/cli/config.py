@@ -42,15 +42,16 @@ def config_validate(path: Path = typer.Argument(None, help="Config file (default
                     as_json: bool = JSON_OPTION):
     """Check a config file; errors name the field (exit 1 when invalid, 2 when there is no such file)."""
     from agentstack_lab.config import ConfigError, check_names, find_config_file, load_config
-    from agentstack_lab.embeddings.registry import list_embedders
-    from agentstack_lab.providers.registry import list_providers
+    from agentstack_lab.plugins import load_plugins
+    from agentstack_lab.workspace import build_registries
 
     file = path or find_config_file()
     if file is not None and not Path(file).is_file():
         raise CommandError(f"{file}: no such file")
     try:
         cfg = load_config(file) if file is not None else load_config(start=Path.cwd())
-        check_names(cfg, providers=list_providers(), embedders=list_embedders())
+        known = build_registries(load_plugins())  # the names a workspace would have: built-ins and plugins
+        check_names(cfg, providers=known.providers.names(), embedders=known.embedders.names())
     except ConfigError as exc:
         if as_json:
             print_json({"ok": False, "file": str(Path(file).resolve()) if file else None, "error": str(exc)})

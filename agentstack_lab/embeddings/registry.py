@@ -1,7 +1,9 @@
 """The embedder registry, filled through the ``register_embedders`` plugin hook.
 
 A factory is called as ``factory(dimensions=..., config=...)`` and returns an
-:class:`Embedder`. Built-ins register here exactly as an outside plugin would.
+:class:`Embedder`. Built-ins register exactly as an outside plugin would. A workspace builds
+its :class:`EmbedderRegistry` (``ws.embedders``) from the hook; this module never imports the
+plugin machinery, so there is no import cycle between the two.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ if TYPE_CHECKING:
 
     from agentstack_lab.config import Config
 
-__all__ = ["Embedder", "EmbedderFactory", "UnknownEmbedderError", "get_embedder", "list_embedders",
-           "register_builtin_embedders"]
+__all__ = ["Embedder", "EmbedderFactory", "EmbedderRegistry", "EmbedderRegistryError", "UnknownEmbedderError",
+           "get_embedder", "list_embedders", "register_builtin_embedders"]
 
 
 @runtime_checkable
@@ -34,6 +36,10 @@ class Embedder(Protocol):
 EmbedderFactory = Callable[..., Embedder]
 
 
+class EmbedderRegistryError(AgentstackError, ValueError):
+    """An embedder cannot be registered (the message says why)."""
+
+
 class UnknownEmbedderError(AgentstackError, LookupError):
     """No embedder is registered under that name."""
 
@@ -47,34 +53,69 @@ def _hash_factory(*, dimensions: int = 384, config: Config | None = None, **_: A
 def register_builtin_embedders(register: Callable[..., None]) -> None:
     """Register the built-in embedders (called through the plugin hook)."""
     register("hash", _hash_factory)
-    # Remote and local-model embedders: their SDKs and models load on first use.
-    from agentstack_lab.embeddings import local, ollama, openai  # light: SDKs and models load on first use
+    # Remote and local-model embedders: these modules are light; SDKs and models load on first use.
+    from agentstack_lab.embeddings.local import factory as local_factory
+    from agentstack_lab.embeddings.ollama import factory as ollama_factory
+    from agentstack_lab.embeddings.openai import factory as openai_factory
 
-    register("openai", openai.factory)
-    register("ollama", ollama.factory)
-    register("local", local.factory)
+    register("openai", openai_factory)
+    register("ollama", ollama_factory)
+    register("local", local_factory)
 
 
-def _factories() -> dict[str, EmbedderFactory]:
-    from agentstack_lab.plugins import collect
+class EmbedderRegistry:
+    """Embedder factories by name; a workspace fills one from the ``register_embedders`` hook.
 
-    found: dict[str, EmbedderFactory] = {}
-    for args, kwargs in collect("register_embedders"):
-        name = args[0] if args else kwargs["name"]
-        factory = args[1] if len(args) > 1 else kwargs["factory"]
-        found.setdefault(name, factory)
-    return found
+    The first registration of a name wins (built-ins load first); a later one is refused.
+    """
+
+    def __init__(self) -> None:
+        self._factories: dict[str, EmbedderFactory] = {}
+
+    @classmethod
+    def builtin(cls) -> EmbedderRegistry:
+        """A registry holding only the built-in embedders (no plugins)."""
+        registry = cls()
+        register_builtin_embedders(registry.register)
+        return registry
+
+    def register(self, name: str, factory: EmbedderFactory) -> None:
+        """Add ``factory`` under ``name``; a taken or malformed name is an :class:`EmbedderRegistryError`."""
+        if not isinstance(name, str) or not name.strip():
+            raise EmbedderRegistryError(f"an embedder name must be a non-empty string, got {name!r}")
+        if not callable(factory):
+            raise EmbedderRegistryError(f"embedder {name!r}: the factory must be callable, "
+                                        f"got {type(factory).__name__}")
+        if name in self._factories:
+            raise EmbedderRegistryError(f"embedder {name!r} is already registered")
+        self._factories[name] = factory
+
+    def unregister(self, name: str) -> bool:
+        """Remove ``name``; True if it was registered."""
+        return self._factories.pop(name, None) is not None
+
+    def names(self) -> list[str]:
+        """Every registered name, sorted."""
+        return sorted(self._factories)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._factories
+
+    def build(self, name: str = "hash", *, dimensions: int = 384, config: Config | None = None,
+              **overrides: Any) -> Embedder:
+        """Build the embedder registered as ``name``; unknown names raise with the valid ones listed."""
+        factory = self._factories.get(name)
+        if factory is None:
+            raise UnknownEmbedderError(f"unknown embedder {name!r}; registered: {', '.join(self.names())}")
+        return factory(dimensions=dimensions, config=config, **overrides)
 
 
 def list_embedders() -> list[str]:
-    """Names of every registered embedder."""
-    return sorted(_factories())
+    """Names of the built-in embedders (a workspace's ``ws.embedders.names()`` adds its plugins')."""
+    return EmbedderRegistry.builtin().names()
 
 
 def get_embedder(name: str = "hash", *, dimensions: int = 384, config: Config | None = None,
                  **overrides: Any) -> Embedder:
-    """Build the embedder registered as ``name``; unknown names raise with the valid ones listed."""
-    factories = _factories()
-    if name not in factories:
-        raise UnknownEmbedderError(f"unknown embedder {name!r}; registered: {', '.join(sorted(factories))}")
-    return factories[name](dimensions=dimensions, config=config, **overrides)
+    """Build a built-in embedder without a workspace; plugin embedders are a workspace's (``ws.embedders``)."""
+    return EmbedderRegistry.builtin().build(name, dimensions=dimensions, config=config, **overrides)

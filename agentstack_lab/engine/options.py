@@ -52,6 +52,7 @@ class RunOptions:
     executor: str = "live"
     max_turns: int = 8
     final_question: bool = True
+    identity: str | None = None  # id or display name of the persistent identity the run acts as
 
     def __post_init__(self) -> None:
         for name in ("max_depth", "max_children", "max_agents", "max_turns"):
@@ -64,6 +65,8 @@ class RunOptions:
             raise ValueError(f"RunOptions.timeout_s must be > 0 or None, got {self.timeout_s!r}")
         if self.executor not in ("live", "subprocess"):
             raise ValueError(f"RunOptions.executor must be 'live' or 'subprocess', got {self.executor!r}")
+        if self.identity is not None and (not isinstance(self.identity, str) or not self.identity.strip()):
+            raise ValueError(f"RunOptions.identity must be a non-empty identity id or name, got {self.identity!r}")
         bad = sorted(set(self.answers) - set(QUERY_KINDS))
         if bad:
             raise ValueError(f"RunOptions.answers: unknown query kinds {bad}; expected {', '.join(QUERY_KINDS)}")

@@ -12,9 +12,8 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentstack_lab.agents.registry import AgentRegistry
 from agentstack_lab.engine.executors import Executor, make_executor
 from agentstack_lab.engine.log import EventLog
 from agentstack_lab.engine.options import (
@@ -40,6 +39,11 @@ from agentstack_lab.events import (
 )
 from agentstack_lab.providers.base import Usage
 
+if TYPE_CHECKING:
+    from agentstack_lab.agents.identity import AgentIdentity
+    from agentstack_lab.agents.registry import AgentRegistry
+    from agentstack_lab.workspace import Workspace
+
 __all__ = ["AgentRun", "RunOptions", "run_agent", "HeadlessQueryError", "BudgetExceededError", "AgentRunError",
            "AgentFailedError"]
 
@@ -50,22 +54,23 @@ class AgentRun:
     HeadlessQueryError = HeadlessQueryError
     BudgetExceededError = BudgetExceededError
 
-    def __init__(self, prompt: str, *, workspace: Any, provider: Any = None, agent_type: str | None = None,
+    def __init__(self, prompt: str, *, workspace: Workspace, provider: Any = None, agent_type: str | None = None,
                  options: RunOptions | dict[str, Any] | None = None, model: str | None = None,
-                 session_id: str | None = None, executor: Executor | str | None = None,
-                 registry: AgentRegistry | None = None):
+                 session_id: str | None = None, executor: Executor | str | None = None):
         if not isinstance(prompt, str) or not prompt.strip():
             raise UsageError("prompt must be a non-empty string")
-        config = getattr(workspace, "config", None)
+        config = workspace.config
         self.options = RunOptions.coerce(options, config)
-        self.registry = registry or getattr(workspace, "agent_registry", None) or AgentRegistry()
-        agents_cfg = getattr(config, "agents", None)
-        self.default_type = getattr(agents_cfg, "default_type", None) or "researcher"
+        self.registry: AgentRegistry = workspace.agent_types
+        self.default_type = config.agents.default_type or "researcher"
         agent_type = agent_type or self.default_type
         self.registry.get(agent_type)  # unknown type: clear error before anything starts
         self.workspace = workspace
+        # the identity this run acts as: unknown or retired is a clear error before anything starts
+        self.identity: AgentIdentity | None = (
+            workspace.identities.require_can_spawn(self.options.identity) if self.options.identity else None)
         self.model = model
-        self.provider = self._resolve_provider(provider, config, model)
+        self.provider = self._resolve_provider(provider, workspace, model)
         self.executor = make_executor(executor if executor is not None else self.options.executor)
         self.prompt = prompt
         self.agent_type = agent_type
@@ -87,15 +92,12 @@ class AgentRun:
         self._tokens = 0
 
     @staticmethod
-    def _resolve_provider(provider: Any, config: Any, model: str | None) -> Any:
+    def _resolve_provider(provider: Any, workspace: Workspace, model: str | None) -> Any:
         if provider is not None and not isinstance(provider, str):
             if not callable(getattr(provider, "stream", None)):
                 raise TypeError(f"provider must be a name or have a stream() method, got {type(provider).__name__}")
             return provider
-        from agentstack_lab.providers.registry import get_provider
-
-        name = provider or getattr(getattr(config, "providers", None), "default", None) or "scripted"
-        return get_provider(name, config=config, model=model)
+        return workspace.get_provider(provider, model=model)
 
     # --- public surface -------------------------------------------------------------------
 
@@ -350,7 +352,7 @@ class AgentRun:
         if parent.terminal:
             raise AgentRunError(f"agent {parent.name} is {parent.status} and cannot start subagents")
         child = AgentNode(id=str(uuid.uuid4()), type=agent_type, prompt=prompt, depth=parent.depth + 1,
-                          parent_id=parent.id, metadata={"origin": origin})
+                          parent_id=parent.id, identity_id=parent.identity_id, metadata={"origin": origin})
         self.nodes[child.id] = child
         parent.subagents.append(child.id)
         self.emit_state(child)
@@ -513,28 +515,31 @@ class AgentRun:
     def _start_session(self) -> None:
         if self.session_id is not None:
             return
-        sessions = getattr(self.workspace, "sessions", None)
-        if sessions is not None:
-            try:
-                self.session_id = sessions.start(name=f"agent run {self.id[:8]}").id
-                return
-            except Exception as exc:  # noqa: BLE001 - fall back to the run's own namespace
-                log.warning("agentstack-lab: could not start a session for run %s: %s", self.id, exc)
+        try:
+            self.session_id = self.workspace.sessions.start(name=f"agent run {self.id[:8]}").id
+            return
+        except Exception as exc:  # noqa: BLE001 - fall back to the run's own namespace
+            log.warning("agentstack-lab: could not start a session for run %s: %s", self.id, exc)
         self.session_id = self.id
 
     def _begin(self) -> None:
-        """Open the event log and the session, create the root agent and write its row now."""
+        """Record the identity's spawn, open the event log and the session, write the root agent's row now."""
+        if self.identity is not None:
+            # checked again inside the audit's write transaction: retired since __init__ means no spawn row
+            self.identity = self.workspace.identities.record_spawn(self.identity.agent_id, self.id)
         self._start_session()
-        db = getattr(self.workspace, "db", None)
-        if db is not None:
-            from agentstack_lab.engine.liveness import reap_orphans
+        db = self.workspace.db
+        from agentstack_lab.engine.liveness import reap_orphans
 
-            reap_orphans(db)  # agents of runs whose process died are failed, not left "running"
-            self._log = EventLog(db, self.id)
-            self._log.start()
+        reap_orphans(db)  # agents of runs whose process died are failed, not left "running"
+        self._log = EventLog(db, self.id)
+        self._log.start()
         root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt,
+                         identity_id=self.identity.agent_id if self.identity else None,
                          metadata={"provider": getattr(self.provider, "name", "?"),
                                    "executor": self.executor.name, "sessionId": self.session_id})
+        if self.identity is not None:
+            root.metadata["identityId"] = self.identity.agent_id
         self.nodes[root.id] = root
         self.emit_state(root)
         if self._log is not None:

@@ -38,6 +38,7 @@ class AgentNode:
     prompt: str  # the seed's userContent: what this agent was asked
     depth: int = 0
     parent_id: str | None = None
+    identity_id: str | None = None  # the persistent identity the run acts as (``agents.identity_id``)
     name: str = ""
     status: str = "pending"
     content: str = ""  # streamed text (main answer and summary), or the user's replacement
@@ -91,6 +92,7 @@ class AgentNode:
         from agentstack_lab.agents.spawner import now_iso
 
         return {"id": self.id, "name": self.name, "type": self.type, "status": self.status, "run_id": run_id,
+                "identity_id": self.identity_id,
                 "parent_id": self.parent_id, "session_id": session_id, "depth": self.depth, "prompt": self.prompt,
                 "result": self.result, "error": self.error, "input_tokens": self.usage.input_tokens,
                 "output_tokens": self.usage.output_tokens, "metadata": self.metadata,

@@ -154,7 +154,7 @@ async def _plan_children(run: AgentRun, node: AgentNode) -> None:
 
 
 async def _main_loop(run: AgentRun, node: AgentNode) -> str:
-    specs = tools.tool_specs(run.executor, memory=getattr(run.workspace, "memory", None) is not None)
+    specs = tools.tool_specs(run.executor, memory=True)  # every workspace has a memory
     node.messages = [Message(role="user", content=_context(node))]
     answer = ""
     for _turn in range(run.options.max_turns):

@@ -110,8 +110,8 @@ async def _python(run: AgentRun, node: AgentNode, call: ToolUseEvent) -> tuple[A
 
 def _secrets(run: AgentRun) -> list[str]:
     """Secret values to hide from tool results: secret-looking env vars, configured API keys, the provider's key."""
-    providers = getattr(getattr(run.workspace, "config", None), "providers", None)
-    keys = [getattr(getattr(providers, name, None), "api_key", None) for name in ("anthropic", "openai", "ollama")]
+    providers = run.workspace.config.providers
+    keys: list[Any] = [providers.anthropic.api_key, providers.openai.api_key, providers.ollama.api_key]
     keys.append(getattr(run.provider, "_key", None))
     return secret_values([k for k in keys if k is not None])
 
@@ -122,11 +122,7 @@ def _namespace(run: AgentRun) -> str:
 
 def _memory(run: AgentRun, node: AgentNode) -> Any:
     """The workspace memory acting for this run's session and agent."""
-    memory = getattr(run.workspace, "memory", None)
-    if memory is None:
-        raise RuntimeError("memory is not available in this workspace")
-    scoped = getattr(memory, "scoped", None)
-    return scoped(run.session_id, agent_id=node.id) if callable(scoped) else memory
+    return run.workspace.memory.scoped(run.session_id, agent_id=node.id)
 
 
 async def _memory_search(run: AgentRun, node: AgentNode, args: dict[str, Any]) -> dict[str, Any]:

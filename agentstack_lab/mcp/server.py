@@ -17,10 +17,13 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import AgentstackError, message
 from agentstack_lab.mcp.tools import TOOL_NAMES, Toolbox
+
+if TYPE_CHECKING:
+    from agentstack_lab.workspace import Workspace
 
 __all__ = ["build_server", "serve", "INTERNAL_ERROR"]
 
@@ -85,7 +88,7 @@ def _server_class() -> type:
     return AgentstackServer
 
 
-def build_server(workspace: Any) -> Any:
+def build_server(workspace: Workspace) -> Any:
     """An MCP server exposing the workspace's agents, memory, sessions, identities and status."""
     try:
         import mcp.server.mcpserver  # noqa: F401

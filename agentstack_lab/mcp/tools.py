@@ -20,11 +20,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
+
+if TYPE_CHECKING:
+    from agentstack_lab.agents.identity import IdentityService
+    from agentstack_lab.workspace import Workspace
 
 __all__ = ["Toolbox", "TOOL_NAMES"]
 
@@ -55,11 +59,8 @@ def _asdict(obj: Any) -> dict[str, Any]:
 class Toolbox:
     """The tools of one workspace; agent runs started here are kept in :attr:`runs`."""
 
-    def __init__(self, workspace: Any):
-        from agentstack_lab.agents import AgentRegistry
-
+    def __init__(self, workspace: Workspace):
         self.ws = workspace
-        self.registry = AgentRegistry()
         self.runs: dict[str, Any] = {}
 
     # --- agents ------------------------------------------------------------------------------------
@@ -80,6 +81,9 @@ class Toolbox:
         timeout_s: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None,
         answers: Annotated[dict[Literal["clarification", "blocking", "final"], str] | None,
                            Field(description="Answers given up front to the agents' questions.")] = None,
+        identity: Annotated[str | None, Field(min_length=1, description="Id or display name of the persistent "
+                                                                        "identity the run acts as (not retired).")
+                            ] = None,
     ) -> dict[str, Any]:
         """Start a headless agent run (no one to ask: questions need `answers`, code needs auto_approve)."""
         from agentstack_lab.engine import AgentRun
@@ -94,8 +98,10 @@ class Toolbox:
             options["max_depth"] = max_depth
         if timeout_s is not None:
             options["timeout_s"] = timeout_s
+        if identity is not None:
+            options["identity"] = identity
         run = AgentRun(prompt, workspace=self.ws, provider=provider, agent_type=agent_type, options=options,
-                       model=model, session_id=session_id, registry=self.registry)
+                       model=model, session_id=session_id)
         self.runs[run.id] = run
         run.start()
         if not wait:
@@ -198,12 +204,13 @@ class Toolbox:
         return None, None
 
     def agent_types(self) -> dict[str, Any]:
-        """Agent types that runs may use (core and plugin types)."""
+        """Agent types that runs may use (core, plugin and workspace-registered types)."""
         types = []
-        for name in self.registry.list():
-            d = self.registry.get(name)
+        registry = self.ws.agent_types
+        for name in registry.list():
+            d = registry.get(name)
             types.append({"type": d.type, "name": d.name, "description": d.description,
-                          "capabilities": list(d.capabilities), "core": self.registry.is_core(name)})
+                          "capabilities": list(d.capabilities), "core": registry.is_core(name)})
         return {"types": types}
 
     def _agent(self, ref: str) -> Any:
@@ -305,19 +312,11 @@ class Toolbox:
         return {"sessions": [s.to_dict() for s in self.ws.sessions.active()]}
 
     # --- identities --------------------------------------------------------------------------------
-    def _identities(self) -> Any:
-        from agentstack_lab.agents import IdentityService
-
-        return IdentityService(self.ws.db, self.registry)
+    def _identities(self) -> IdentityService:
+        return self.ws.identities
 
     def _identity_id(self, ref: str) -> str:
-        from agentstack_lab.agents.identity import IdentityNotFoundError
-
-        svc = self._identities()
-        found = svc.get(ref) or svc.get_by_name(ref)
-        if found is None:
-            raise IdentityNotFoundError(f"no identity with id or name {ref!r}")
-        return found.agent_id
+        return self._identities().resolve(ref).agent_id
 
     def identity_create(self, agent_type: Annotated[str, Field(min_length=1)],
                         display_name: Annotated[str | None, Field(min_length=1, max_length=200)] = None,
@@ -377,10 +376,8 @@ class Toolbox:
         A missing key or SDK is the answer for that provider; a provider whose factory crashes is a bug
         (logged with its traceback) and must not take ``system_status`` down with it.
         """
-        from agentstack_lab.providers.registry import list_providers
-
         out: dict[str, dict[str, Any]] = {}
-        for name in list_providers():
+        for name in self.ws.providers.names():
             try:
                 self.ws.get_provider(name)
             except (AgentstackError, ImportError) as exc:

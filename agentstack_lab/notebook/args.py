@@ -29,6 +29,13 @@ __all__ = [
 QUERY_KINDS = ("clarification", "blocking", "final")
 
 
+class OneLineError(AgentstackError):
+    """An error IPython shows as one line (``Name: message``) instead of a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
 class MagicUsageError(AgentstackError, ValueError):
     """A magic line could not be parsed; the message carries the usage (``help``: -h was asked for)."""
 
@@ -102,6 +109,7 @@ class AgentArgs:
     session: str | None = None
     executor: str | None = None
     answers: dict[str, str] = field(default_factory=dict)
+    identity: str | None = None
 
 
 def agent_parser() -> argparse.ArgumentParser:
@@ -124,6 +132,8 @@ def agent_parser() -> argparse.ArgumentParser:
                    help="block the cell until the run ends (headless); queries need --auto-approve or --answer")
     p.add_argument("--session", type=_session, help="session id or name whose memory namespace the agents use")
     p.add_argument("--executor", choices=("live", "subprocess"), help="where the python tool runs (default live)")
+    p.add_argument("--identity", help="id or display name of the persistent identity the run acts as "
+                   "(a retired one is refused)")
     p.add_argument("--answer", action="append", type=_answer, default=[], metavar="KIND=TEXT",
                    help="reply given up front to a clarification, blocking or final question")
     return p

@@ -20,13 +20,16 @@ import dataclasses
 import re
 import sys
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from agentstack_lab.errors import AgentstackError
-from agentstack_lab.notebook.args import AgentArgs, MagicUsageError, parse_agent_line
+from agentstack_lab.notebook.args import AgentArgs, MagicUsageError, OneLineError, parse_agent_line
+
+if TYPE_CHECKING:
+    from agentstack_lab.workspace import Workspace
 
 __all__ = [
     "AgentstackMagics",
@@ -45,13 +48,6 @@ __all__ = [
 _ENGINE_MODULES = ("agentstack_lab.engine.run", "agentstack_lab.engine")
 
 
-class OneLineError(AgentstackError):
-    """An error IPython shows as one line (``Name: message``) instead of a traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}"]
-
-
 class AgentRunFailed(OneLineError):
     """``%agent --wait`` finished without a result; ``.run`` is the run (``sys.last_value.run``)."""
 
@@ -65,7 +61,7 @@ def _usage(exc: Exception) -> UsageError:
 
 
 # -- the workspace ---------------------------------------------------------------------------------
-def _workspace(shell: Any) -> Any:
+def _workspace(shell: Any) -> Workspace:
     magics = _magics(shell)
     if magics is not None:
         return magics.workspace
@@ -80,17 +76,17 @@ def _magics(shell: Any) -> AgentstackMagics | None:
 
 
 # -- %agent ----------------------------------------------------------------------------------------
-def _check_names(args: AgentArgs, workspace: Any, namespace: dict[str, Any]) -> tuple[str, Any]:
+def _check_names(args: AgentArgs, workspace: Workspace, namespace: dict[str, Any]) -> tuple[str, Any]:
     """Resolve the agent type and provider, failing with one line listing the valid names.
 
-    ``--provider @name`` uses a provider object from the kernel (anything with ``stream()``).
+    Both come from the workspace's registries, so types and providers registered there (or by a
+    plugin) are accepted. ``--provider @name`` uses a provider object from the kernel (anything
+    with ``stream()``).
     """
-    from agentstack_lab.agents.registry import AgentRegistry
     from agentstack_lab.providers.base import ProviderError
-    from agentstack_lab.providers.registry import get_provider, list_providers
 
     agent_type = args.type or workspace.config.agents.default_type
-    registry = AgentRegistry()
+    registry = workspace.agent_types
     if not registry.has(agent_type):
         raise UsageError(f"unknown agent type {agent_type!r}; valid types: {', '.join(registry.list())}")
     name = args.provider or workspace.config.providers.default
@@ -100,23 +96,23 @@ def _check_names(args: AgentArgs, workspace: Any, namespace: dict[str, Any]) -> 
             raise UsageError(f"--provider {name}: no provider object named {name[1:]!r} in the kernel "
                              "(it needs a stream() method)")
         return agent_type, obj
-    if name not in list_providers():
-        raise UsageError(f"unknown provider {name!r}; valid providers: {', '.join(list_providers())}")
+    if name not in workspace.providers:
+        raise UsageError(f"unknown provider {name!r}; valid providers: {', '.join(workspace.providers.names())}")
     overrides = {"model": args.model} if args.model else {}
     try:
-        provider = get_provider(name, config=workspace.config, **overrides)
+        provider = workspace.get_provider(name, **overrides)
     except ProviderError as exc:  # a missing key names its variable
         raise UsageError(f"provider {name!r}: {exc}") from None
     return agent_type, provider
 
 
-def _options(args: AgentArgs, workspace: Any) -> Any:
+def _options(args: AgentArgs, workspace: Workspace) -> Any:
     """The line's options over the workspace's ``agents`` config (the one merge ``RunOptions.coerce`` does)."""
     from agentstack_lab.engine import RunOptions
 
     given = {"max_depth": args.max_depth, "max_children": args.max_children, "max_agents": args.max_agents,
              "max_tokens": args.max_tokens, "timeout_s": args.timeout, "executor": args.executor,
-             "auto_approve": args.auto_approve or None}
+             "auto_approve": args.auto_approve or None, "identity": args.identity}
     return RunOptions.coerce({**{k: v for k, v in given.items() if v is not None}, "subagents": args.subagents,
                               "interactive": not args.wait, "answers": dict(args.answers)}, workspace.config)
 
@@ -130,11 +126,12 @@ def _running_loop() -> Any:
         return None
 
 
-def build_run(shell: Any, args: AgentArgs, workspace: Any = None) -> Any:
+def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -> Any:
     """Create (but do not start) the ``AgentRun`` a parsed ``%agent`` line describes.
 
     Raises:
         UsageError: Unknown ``{name}``/``@name``, agent type or provider (one line each).
+        AgentstackError: An unknown or retired ``--identity`` (one line).
     """
     from agentstack_lab.notebook.context import UnknownVariableError, build_prompt
 
@@ -156,8 +153,11 @@ def build_run(shell: Any, args: AgentArgs, workspace: Any = None) -> Any:
     except AgentstackError as exc:  # empty, ended: one line
         raise _usage(exc) from None
     _install_run_helpers(AgentRun, shell)
-    return AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type,
-                    options=options, model=args.model, session_id=session_id)
+    try:
+        return AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type,
+                        options=options, model=args.model, session_id=session_id)
+    except AgentstackError as exc:  # e.g. a retired --identity: one line, not a traceback
+        raise _usage(exc) from None
 
 
 async def _finish(run: Any) -> Any:
@@ -186,7 +186,7 @@ def _show_failed(run: Any) -> None:
         display(run)
 
 
-def _session_id(workspace: Any, value: str | None) -> str | None:
+def _session_id(workspace: Workspace, value: str | None) -> str | None:
     """``--session`` takes a session id or name; an unknown name starts a new session."""
     if value is None:
         return None
@@ -236,7 +236,7 @@ def _claim_cell(shell: Any, run: Any) -> None:
 TERMINAL_STATUSES = ("completed", "failed", "stopped")
 
 
-def start_agent(shell: Any, args: AgentArgs, *, workspace: Any = None) -> Any:
+def start_agent(shell: Any, args: AgentArgs, *, workspace: Workspace | None = None) -> Any:
     """Start (or, with ``--wait`` and no running loop, complete) a run; returns the ``AgentRun``.
 
     Raises:
@@ -491,7 +491,7 @@ class AgentstackMagics(Magics):
         self.cell_runs: dict[str, Any] = {}  # cell id -> the run it started last (re-running stops it)
 
     @property
-    def workspace(self) -> Any:
+    def workspace(self) -> Workspace:
         """The workspace of this kernel, opened on first use (its database path is printed then)."""
         if self._workspace is None:
             from agentstack_lab.workspace import Workspace

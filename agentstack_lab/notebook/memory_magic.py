@@ -13,8 +13,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from agentstack_lab.notebook.args import MagicUsageError, MemoryArgs, parse_memory_line
-from agentstack_lab.notebook.magics import OneLineError
+from agentstack_lab.notebook.args import MagicUsageError, MemoryArgs, OneLineError, parse_memory_line
 
 __all__ = ["MemoryError_", "run_memory", "run_memory_line", "SEARCH_COLUMNS", "ENTRY_COLUMNS"]
 

@@ -3,7 +3,10 @@
 Model text is rendered with markdown-it-py (CommonMark plus tables and strikethrough) and the
 HTML is then cleaned with nh3 (ammonia): an allow-list of tags and attributes, no ``<script>``
 or ``<style>`` (their content is dropped too), no event-handler or ``style`` attributes, and only
-``http``, ``https`` and ``mailto`` URLs. The widget shows the result in ``ipywidgets.HTML``,
+``http``, ``https`` and ``mailto`` URLs. ``class`` survives only on ``<code>`` and only for
+``language-*`` tokens (what a fenced block's info string becomes): a class the page's own CSS
+knows (JupyterLab's ``jp-*``, Lumino's ``lm-*``, anything else) could make model output pass for
+part of the UI — a fake dialog or toolbar over the real one. The widget shows the result in ``ipywidgets.HTML``,
 which front ends insert as-is, so everything that reaches it goes through :func:`markdown_to_html`
 or :func:`escape`.
 """
@@ -11,6 +14,7 @@ or :func:`escape`.
 from __future__ import annotations
 
 import html
+import re
 from functools import lru_cache
 
 __all__ = ["markdown_to_html", "sanitize_html", "escape", "ALLOWED_TAGS", "URL_SCHEMES"]
@@ -29,6 +33,19 @@ ALLOWED_ATTRIBUTES = {
     "ol": {"start"},
 }
 URL_SCHEMES = frozenset({"http", "https", "mailto"})
+_LANGUAGE_CLASS = re.compile(r"language-[A-Za-z0-9_+#.-]{1,64}")
+
+
+def _language_classes(value: str) -> str | None:
+    """The ``language-*`` tokens of a ``class`` value, or None (drop the attribute) when there are none."""
+    kept = [t for t in value.split() if _LANGUAGE_CLASS.fullmatch(t)]
+    return " ".join(kept) or None
+
+
+def _filter_attribute(element: str, attribute: str, value: str) -> str | None:
+    if attribute == "class":
+        return _language_classes(value) if element == "code" else None
+    return value
 
 
 @lru_cache(maxsize=1)
@@ -49,6 +66,7 @@ def sanitize_html(fragment: str) -> str:
         url_schemes=set(URL_SCHEMES),
         link_rel="noopener noreferrer nofollow",
         strip_comments=True,
+        attribute_filter=_filter_attribute,
     )
 
 

@@ -1,8 +1,11 @@
 """Provider registry: built-ins register through the same plugin hook an outside package uses.
 
-``get_provider("anthropic", config=ws.config, model="...")`` builds a provider from the
-``providers.<name>`` section of the config, with keyword overrides on top. A plugin registers
-``register(name, factory)`` where ``factory(config=None, **overrides)`` returns a provider.
+A :class:`ProviderRegistry` maps names to factories. A workspace builds one (``ws.providers``) from
+the ``register_providers`` hook; this module never imports the plugin machinery, so the registry
+sits below it with no import cycle. ``ws.providers.build("anthropic", config=ws.config, model=...)``
+builds a provider from the ``providers.<name>`` section of the config, with keyword overrides on top.
+A plugin registers ``register(name, factory)`` where ``factory(config=None, **overrides)`` returns a
+provider. ``get_provider``/``list_providers`` cover the 7 built-ins for code without a workspace.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from agentstack_lab.providers.base import Provider, ProviderError
 
 __all__ = [
     "BUILTIN_PROVIDERS",
+    "ProviderRegistry",
     "UnknownProviderError",
     "register_builtin_providers",
     "get_provider",
@@ -107,39 +111,73 @@ def register_builtin_providers(register: Callable[..., None]) -> None:
         register(kind, _cli(kind))
 
 
-def _factories() -> dict[str, Factory]:
-    from agentstack_lab.plugins import collect
+class ProviderRegistry:
+    """Provider factories by name; a workspace fills one from the ``register_providers`` hook.
 
-    found: dict[str, Factory] = {}
-    for args, kwargs in collect("register_providers"):
-        name = args[0] if args else kwargs["name"]
-        factory = args[1] if len(args) > 1 else kwargs["factory"]
-        found.setdefault(name, factory)  # first registration wins (built-ins load first)
-    return found
+    ``register`` refuses a taken name (the first registration wins: built-ins load first), so a
+    plugin cannot silently replace a built-in.
+    """
+
+    def __init__(self) -> None:
+        self._factories: dict[str, Factory] = {}
+
+    @classmethod
+    def builtin(cls) -> ProviderRegistry:
+        """A registry holding only the built-in providers (no plugins)."""
+        registry = cls()
+        register_builtin_providers(registry.register)
+        return registry
+
+    def register(self, name: str, factory: Factory) -> None:
+        """Add ``factory`` under ``name``; a taken or malformed name is a :class:`ProviderError`."""
+        if not isinstance(name, str) or not name.strip():
+            raise ProviderError(f"a provider name must be a non-empty string, got {name!r}")
+        if not callable(factory):
+            raise ProviderError(f"provider {name!r}: the factory must be callable, got {type(factory).__name__}")
+        if name in self._factories:
+            raise ProviderError(f"provider {name!r} is already registered")
+        self._factories[name] = factory
+
+    def unregister(self, name: str) -> bool:
+        """Remove ``name``; True if it was registered."""
+        return self._factories.pop(name, None) is not None
+
+    def names(self) -> list[str]:
+        """Every registered name, sorted."""
+        return sorted(self._factories)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._factories
+
+    def build(self, name: str | None = None, *, config: Any = None, **overrides: Any) -> Provider:
+        """Build the provider registered as ``name``.
+
+        Args:
+            name: A registered name; ``None`` uses ``config.providers.default`` or ``"scripted"``.
+            config: A workspace ``Config`` (or its ``providers`` section); ``None`` means env vars only.
+            **overrides: Settings that win over the config, e.g. ``model=``, ``api_key=``, ``base_url=``.
+
+        Raises:
+            UnknownProviderError: ``name`` is not registered; the message lists the valid names.
+            MissingKeyError: The provider needs an API key that is not set.
+        """
+        if name is None:
+            providers = getattr(config, "providers", None)
+            name = getattr(providers, "default", None) or "scripted"
+        factory = self._factories.get(name)
+        if factory is None:
+            raise UnknownProviderError(f"unknown provider {name!r}; valid providers: {', '.join(self.names())}")
+        return factory(config=config, **overrides)
 
 
 def list_providers() -> list[str]:
-    """Names of every registered provider, built-ins and plugins."""
-    return sorted(_factories())
+    """Names of the built-in providers (a workspace's ``ws.providers.names()`` adds its plugins')."""
+    return ProviderRegistry.builtin().names()
 
 
 def get_provider(name: str | None = None, config: Any = None, **overrides: Any) -> Provider:
-    """Build the provider registered as ``name``.
+    """Build a built-in provider without a workspace (see :meth:`ProviderRegistry.build`).
 
-    Args:
-        name: A registered name (``list_providers()``); ``None`` uses ``config.providers.default``
-            or ``"scripted"``.
-        config: A workspace ``Config`` (or its ``providers`` section); ``None`` means env vars only.
-        **overrides: Settings that win over the config, e.g. ``model=``, ``api_key=``, ``base_url=``.
-
-    Raises:
-        UnknownProviderError: ``name`` is not registered; the message lists the valid names.
-        MissingKeyError: The provider needs an API key that is not set.
+    Plugin providers are a workspace's: use ``ws.get_provider(name)`` or ``ws.providers.build(name)``.
     """
-    if name is None:
-        providers = getattr(config, "providers", None)
-        name = getattr(providers, "default", None) or "scripted"
-    factories = _factories()
-    if name not in factories:
-        raise UnknownProviderError(f"unknown provider {name!r}; valid providers: {', '.join(sorted(factories))}")
-    return factories[name](config=config, **overrides)
+    return ProviderRegistry.builtin().build(name, config=config, **overrides)

@@ -341,3 +341,34 @@ def foundation_session_tokens(conn: Any) -> None:
     locally (CLI, Python API, notebook), which MCP clients cannot use until its owner issues a token.
     """
     conn.execute("ALTER TABLE sessions ADD COLUMN token_hash TEXT")
+
+
+@migration
+def engine_agents_identity(conn: Any) -> None:
+    """Which persistent identity an agent runs as (``RunOptions(identity=...)``); NULL for most agents."""
+    conn.execute("ALTER TABLE agents ADD COLUMN identity_id TEXT")
+    conn.execute("CREATE INDEX agents_identity ON agents(identity_id) WHERE identity_id IS NOT NULL")
+
+
+@migration
+def engine_agents_names_free_when_done(conn: Any) -> None:
+    """A name is unique among live agents only, so a recurring named agent can run again once it ended.
+
+    The column's inline ``UNIQUE`` cannot be dropped in SQLite, so the table is rebuilt from its own
+    current definition (columns added by earlier migrations are kept) without it, its indexes are
+    re-created, and a partial unique index over non-terminal rows takes the constraint's place.
+    """
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'agents'").fetchone()
+    plain = sql.replace("name TEXT NOT NULL UNIQUE", "name TEXT NOT NULL", 1)
+    if plain == sql:
+        raise RuntimeError("engine_agents_names_free_when_done: agents.name has no inline UNIQUE to remove")
+    indexes = [r[0] for r in conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'agents' AND sql IS NOT NULL")]
+    conn.execute(plain.replace("CREATE TABLE agents", "CREATE TABLE agents_rebuilt", 1))
+    conn.execute("INSERT INTO agents_rebuilt SELECT * FROM agents")
+    conn.execute("DROP TABLE agents")
+    conn.execute("ALTER TABLE agents_rebuilt RENAME TO agents")
+    for index_sql in indexes:
+        conn.execute(index_sql)
+    conn.execute("CREATE UNIQUE INDEX agents_live_name ON agents(name)"
+                 " WHERE status NOT IN ('completed', 'failed', 'stopped')")

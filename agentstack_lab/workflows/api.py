@@ -29,10 +29,13 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.workflows.model import PHASES, WorkflowConfig, WorkflowEvent, WorkflowReport
 from agentstack_lab.workflows.runner import PhaseError, PhaseExecutor, PhaseRunner
+
+if TYPE_CHECKING:
+    from agentstack_lab.workspace import Workspace
 
 __all__ = ["REPORT_MIME", "AgentNote", "Workflow", "ask_agent", "choose_provider"]
 
@@ -178,7 +181,7 @@ def _offline_reviewer(request: Any) -> Any:
 
 
 async def ask_agent(prompt: str, *, provider: str = "auto", agent_type: str = "researcher",
-                    workspace: Any = None, timeout_s: float = 300.0) -> AgentNote:
+                    workspace: Workspace | None = None, timeout_s: float = 300.0) -> AgentNote:
     """Ask one headless agent (no subagents, no code execution, no questions) and return its note.
 
     Offline (no key, ``provider="scripted"``) the scripted provider answers deterministically. A
