@@ -1,7 +1,7 @@
 """The layers of DESIGN.md as an import-linter contract (pyproject ``[tool.importlinter]``).
 
-Imports point down: surfaces > workflows > engine > services > workspace/plugins > memory >
-providers/embeddings > store > config > events > errors. grimp builds the graph from every
+Imports point down: surfaces > workflows > engine > workspace > services > plugins >
+default_plugins > hookspecs > memory > providers/embeddings > store > config > events > errors. grimp builds the graph from every
 ``import`` statement, those inside functions included, so a lazy upward import is caught too.
 """
 

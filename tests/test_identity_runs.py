@@ -24,13 +24,6 @@ from agentstack_lab.workspace import Workspace
 HEADLESS = {"interactive": False, "subagents": True, "auto_approve": True, "executor": "subprocess", "max_depth": 1}
 
 
-@pytest.fixture
-def ws(tmp_path):
-    w = Workspace.open(tmp_path / "proj", announce=False)
-    yield w
-    w.close()
-
-
 def _spawns(ws: Workspace, identity_id: str) -> list[dict]:
     return [e.metadata for e in ws.identities.get_audit_trail(identity_id) if e.action == "spawned"]
 

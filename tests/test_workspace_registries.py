@@ -31,13 +31,6 @@ HEADLESS = RunOptions(interactive=False, subagents=False, auto_approve=True, exe
 PACKAGE = Path(__file__).resolve().parents[1] / "agentstack_lab"
 
 
-@pytest.fixture
-def ws(tmp_path):
-    w = Workspace.open(tmp_path / "proj", announce=False)
-    yield w
-    w.close()
-
-
 def _plugin_dir(tmp_path: Path) -> Path:
     """A real installed plugin: a module plus a ``.dist-info`` with an ``agentstack_lab`` entry point."""
     root = tmp_path / "site"
