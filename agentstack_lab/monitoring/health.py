@@ -8,12 +8,30 @@ current. ``detailed``: ``ready`` plus the embedder's recorded dimension and stuc
 from __future__ import annotations
 
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["check"]
+if TYPE_CHECKING:
+    from agentstack_lab.embeddings.registry import Embedder
+    from agentstack_lab.store.connection import Database
+
+__all__ = ["check", "Checked"]
 
 
-def _db_checks(ws: Any) -> list[dict[str, Any]]:
+class Checked(Protocol):
+    """What the checks read (a :class:`~agentstack_lab.workspace.Workspace` has it; this layer sits below it)."""
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def db_path(self) -> Path: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+
+def _db_checks(ws: Checked) -> list[dict[str, Any]]:
     from agentstack_lab.store.migrations import MIGRATIONS, applied
 
     out: list[dict[str, Any]] = []
@@ -35,7 +53,7 @@ def _db_checks(ws: Any) -> list[dict[str, Any]]:
     return out
 
 
-def check(ws: Any, kind: str) -> dict[str, Any]:
+def check(ws: Checked, kind: str) -> dict[str, Any]:
     checks: list[dict[str, Any]] = [{"name": "server", "status": "healthy", "detail": ""}]
     if kind in ("ready", "detailed"):
         checks += _db_checks(ws)

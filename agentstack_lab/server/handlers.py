@@ -14,7 +14,7 @@ import contextlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tornado
 from jupyter_core.utils import ensure_async
@@ -24,6 +24,9 @@ from tornado import websocket
 
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
 from agentstack_lab.server.hub import EventHub, Message, dumps
+
+if TYPE_CHECKING:
+    from agentstack_lab.workspace import Workspace
 
 __all__ = ["ServerState", "routes"]
 
@@ -43,7 +46,7 @@ def camel_keys(value: Any) -> Any:
 class ServerState:
     """What the handlers share: the workspace, the event hub and the runs this server started."""
 
-    workspace: Any
+    workspace: Workspace
     hub: EventHub
     provider: str | None = None
     runs: dict[str, Any] = field(default_factory=dict)
