@@ -1,26 +1,74 @@
-"""The one event vocabulary every surface speaks.
+"""The one event vocabulary every surface speaks, and the other shared vocabularies.
 
-Events are frozen, keyword-only dataclasses with a literal ``type``. On the wire
-(widget comms, server websocket, the ``events`` table) they are JSON objects with
-camelCase keys: ``{"type": "text-delta", "agentId": "...", "delta": "..."}``.
-Only the engine produces outbound events; surfaces produce inbound ones.
+Events are frozen, keyword-only dataclasses with a literal ``type``. Only the engine produces
+outbound events (7 types); surfaces produce inbound ones (4 types).
+
+Vocabularies defined here once and derived everywhere else (the spawner's lifecycle, the tree
+views' icons, the CLI's colours, the MCP tool schemas, the magics' ``--answer`` kinds):
+
+* :data:`AgentStatus` (7 statuses) with :data:`TRANSITIONS` and :data:`TERMINAL` (3 of them),
+* :data:`QueryKind` (4 kinds; :data:`QuestionKind` the 3 that can be answered up front as text),
+* :data:`ToolName` (the 3 engine tools), :data:`RelationshipType` (4 task relationships).
+
+Casing rule: every JSON object that leaves the process has camelCase keys. In Python, field
+names are snake_case; :func:`to_wire` is the one place that turns an event into its wire form
+(``{"type": "text-delta", "agentId": "...", "delta": "..."}``) and :func:`wire_keys` the one
+place that does the same for any other dict (a database row shown by a surface). Payloads the
+engine builds (``agent-state``'s ``state``, tool outputs) are camelCase at the source, nested
+keys included (``ownUsage: {inputTokens, outputTokens}``). :func:`from_wire` is the inverse of
+:func:`to_wire` and names the bad field of a message that does not decode.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
+import functools
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from agentstack_lab.errors import AgentstackError
 
-AgentStatus = Literal["pending", "running", "waiting_user", "completed", "failed", "stopped"]
-QueryKind = Literal["clarification", "blocking", "approval", "final"]
+AgentStatus = Literal["pending", "idle", "running", "waiting_user", "completed", "failed", "stopped"]
+QuestionKind = Literal["clarification", "blocking", "final"]
+QueryKind = Literal[QuestionKind, "approval"]
+ToolName = Literal["python", "memory_search", "memory_store"]
+RelationshipType = Literal["parent_of", "derived_from", "depends_on", "supersedes"]
+
+AGENT_STATUSES: tuple[str, ...] = get_args(AgentStatus)
+QUERY_KINDS: tuple[str, ...] = get_args(QueryKind)
+QUESTION_KINDS: tuple[str, ...] = get_args(QuestionKind)
+TOOL_NAMES: tuple[str, ...] = get_args(ToolName)
+RELATIONSHIP_TYPES: tuple[str, ...] = get_args(RelationshipType)
+
+# The engine's lifecycle (pending → running ⇄ waiting_user → completed | failed | stopped) plus the
+# spawner's ``idle`` (design seed §1.2: an agent created but not yet asked anything).
+TRANSITIONS: Mapping[str, frozenset[str]] = {
+    "pending": frozenset({"running", "stopped", "failed"}),
+    "idle": frozenset({"running", "stopped"}),
+    "running": frozenset({"waiting_user", "idle", "completed", "failed", "stopped"}),
+    "waiting_user": frozenset({"running", "stopped", "failed"}),
+    "completed": frozenset(),
+    "failed": frozenset(),
+    "stopped": frozenset(),
+}
+TERMINAL: frozenset[str] = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
 
 __all__ = [
     "AgentStatus",
     "QueryKind",
+    "QuestionKind",
+    "ToolName",
+    "RelationshipType",
+    "AGENT_STATUSES",
+    "QUERY_KINDS",
+    "QUESTION_KINDS",
+    "TOOL_NAMES",
+    "RELATIONSHIP_TYPES",
+    "TRANSITIONS",
+    "TERMINAL",
     "AgentState",
     "TextDelta",
     "ToolCall",
@@ -35,8 +83,10 @@ __all__ = [
     "Event",
     "OutboundEvent",
     "InboundEvent",
+    "EVENT_TYPES",
     "to_wire",
     "from_wire",
+    "wire_keys",
     "EventDecodeError",
 ]
 
@@ -165,6 +215,7 @@ _BY_TYPE: dict[str, type] = {
         StartAgent, UserResponse, UserIntervention, GetAgentTree,
     )
 }
+EVENT_TYPES: tuple[str, ...] = tuple(_BY_TYPE)
 
 
 def _camel(name: str) -> str:
@@ -172,35 +223,69 @@ def _camel(name: str) -> str:
     return head + "".join(p.title() for p in rest)
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+def wire_keys(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` with its top-level keys in camelCase (``run_id`` → ``runId``): the casing rule for non-event JSON."""
+    return {_camel(k): v for k, v in row.items()}
 
 
-def _wire_name(cls: type, name: str) -> str:
-    return getattr(cls, "wire_names", {}).get(name, _camel(name))
+@functools.cache
+def _fields(cls: type) -> tuple[tuple[str, str, Any], ...]:
+    """(attribute, wire key, type hint) of an event class, computed once per class."""
+    hints = typing.get_type_hints(cls)
+    names = getattr(cls, "wire_names", {})
+    return tuple((f.name, names.get(f.name, _camel(f.name)), hints[f.name]) for f in dataclasses.fields(cls))
 
 
 def to_wire(event: Event) -> dict[str, Any]:
     """Return the JSON-able wire form of an event (camelCase keys)."""
-    return {_wire_name(type(event), f.name): getattr(event, f.name) for f in dataclasses.fields(event)}
+    return {key: getattr(event, attr) for attr, key, _ in _fields(type(event))}
+
+
+def _type_error(hint: Any, value: Any) -> str | None:
+    """Why ``value`` does not fit ``hint`` (``None`` if it does); only the shapes events use."""
+    if hint is Any:
+        return None
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        allowed = get_args(hint)
+        return None if value in allowed else f"must be one of {', '.join(map(repr, allowed))}, got {value!r}"
+    if origin in (typing.Union, types.UnionType):
+        errors = [_type_error(h, value) for h in get_args(hint)]
+        if any(e is None for e in errors):
+            return None
+        return " or ".join(e.split(", got")[0] for e in errors if e) + f", got {type(value).__name__}"
+    if hint is type(None):
+        return None if value is None else "must be null"
+    base = origin or hint
+    if base is dict:
+        ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
+        return None if ok else f"must be an object, got {type(value).__name__}"
+    if base is str:
+        return None if isinstance(value, str) else f"must be a string, got {type(value).__name__}"
+    return None if isinstance(value, base) else f"must be {base.__name__}, got {type(value).__name__}"
 
 
 def from_wire(message: dict[str, Any]) -> Event:
-    """Parse a wire message into its event class; unknown types or fields are an ``EventDecodeError``."""
+    """Parse a wire message into its event class; a bad type, field or value is an ``EventDecodeError`` naming it."""
     if not isinstance(message, dict):
         raise EventDecodeError(f"event must be a JSON object, got {type(message).__name__}")
     kind = message.get("type")
-    cls = _BY_TYPE.get(kind)  # type: ignore[arg-type]
+    cls = _BY_TYPE.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise EventDecodeError(f"unknown event type {kind!r}; expected one of {sorted(_BY_TYPE)}")
-    reverse = {_wire_name(cls, f.name): f.name for f in dataclasses.fields(cls)}
+    spec = {key: (attr, hint) for attr, key, hint in _fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in message.items():
-        name = reverse.get(key) or (_snake(key) if _snake(key) in cls.__dataclass_fields__ else None)
-        if name is None:
-            raise EventDecodeError(f"{kind}: unknown field {key!r}")
-        kwargs[name] = value
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:
-        raise EventDecodeError(f"{kind}: {exc}") from None
+        if key not in spec:
+            raise EventDecodeError(f"{kind}: unknown field {key!r}; expected {', '.join(sorted(spec))}")
+        attr, hint = spec[key]
+        problem = _type_error(hint, value)
+        if problem is not None:
+            raise EventDecodeError(f"{kind}: field {key!r} {problem}")
+        kwargs[attr] = value
+    missing = [key for key, (attr, _) in spec.items()
+               if attr not in kwargs and cls.__dataclass_fields__[attr].default is dataclasses.MISSING
+               and cls.__dataclass_fields__[attr].default_factory is dataclasses.MISSING]
+    if missing:
+        raise EventDecodeError(f"{kind}: missing field {missing[0]!r}")
+    return cls(**kwargs)

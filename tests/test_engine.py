@@ -102,7 +102,7 @@ async def test_root_three_subagents_and_nested_fork_tree_and_log(ws):
     assert "answer to A" in result and "answer to C" in result
     # usage rolls up
     own = sum(n.usage.total for n in run.nodes.values())
-    assert tree["usage"]["input_tokens"] + tree["usage"]["output_tokens"] == own > 0
+    assert tree["usage"]["inputTokens"] + tree["usage"]["outputTokens"] == own > 0
     check_event_order(run.events)
     # the log has every event in order, and the tree rebuilt from it equals the live one
     logged = read_events(ws.db, run.id)

@@ -147,7 +147,7 @@ async def test_a_skipped_structured_step_still_charges_its_tokens(ws):
     assert steps.count("subquestions") == 2
     assert any("subquestions step skipped" in n for n in run.nodes[run.id].metadata["notes"])
     own = run.tree["ownUsage"]
-    assert [own["input_tokens"], own["output_tokens"]] == provider.total and provider.total[0] > 0
+    assert [own["inputTokens"], own["outputTokens"]] == provider.total and provider.total[0] > 0
 
 
 def test_tree_status_comes_from_agent_state_not_from_the_error_wording():

@@ -66,7 +66,7 @@ async def test_agent_run_on_a_real_sdk(fake_llm, tmp_path, kind):
         result = await run
         assert "The answer is 42." in result
         assert run.tree["status"] == "completed"
-        assert run.tree["usage"]["input_tokens"] > 0
+        assert run.tree["usage"]["inputTokens"] > 0
         tools = [ev for ev in run.events if type(ev).__name__ == "ToolCall"]
         assert tools and tools[0].tool == "python"
         assert fake_llm.requests[0].json == fake_llm.requests[1].json  # the overloaded call was retried as-is

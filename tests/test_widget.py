@@ -211,7 +211,7 @@ def test_header_usage_elapsed_toggle_and_stop(sent):
     clock = Clock()
     stops = []
     tree = AgentTree(clock=clock, stopper=stops.append)
-    tree.apply(state("root", "running", type="researcher", prompt="q", usage={"input_tokens": 12, "output_tokens": 5}))
+    tree.apply(state("root", "running", type="researcher", prompt="q", usage={"inputTokens": 12, "outputTokens": 5}))
     view = tree._views["root"]
     clock.t += 2.5
     tree.apply(ToolCall(agent_id="root", tool="python", input={"code": "x = 1\nprint(x)"}))

@@ -20,24 +20,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentstack_lab.errors import AgentstackError
+from agentstack_lab.events import AGENT_STATUSES, TERMINAL, TRANSITIONS
 
 __all__ = ["Spawner", "SpawnedAgent", "TRANSITIONS", "STATUSES", "TERMINAL", "InvalidTransitionError",
            "AgentNotFoundError", "AgentNameTakenError", "check_transition", "now_iso"]
 
-# The seed's spawner statuses (idle, running, completed, failed, stopped) plus the engine's
-# pending and waiting_user: pending → running ⇄ waiting_user → completed | failed | stopped.
-TRANSITIONS: dict[str, frozenset[str]] = {
-    "pending": frozenset({"running", "stopped", "failed"}),
-    "idle": frozenset({"running", "stopped"}),
-    "running": frozenset({"waiting_user", "idle", "completed", "failed", "stopped"}),
-    "waiting_user": frozenset({"running", "stopped", "failed"}),
-    "completed": frozenset(),
-    "failed": frozenset(),
-    "stopped": frozenset(),
-}
-STATUSES = tuple(TRANSITIONS)
-TERMINAL = frozenset({"completed", "failed", "stopped"})
-_LIVE_SQL = "status NOT IN ('completed', 'failed', 'stopped')"  # the partial unique index's condition
+# The lifecycle is defined once in events.py (pending → running ⇄ waiting_user → completed | failed |
+# stopped, plus the seed's idle) and re-exported here for the spawner's callers.
+STATUSES = AGENT_STATUSES
+_LIVE_SQL = "status NOT IN ('completed', 'failed', 'stopped')"  # the partial unique index's condition (= TERMINAL)
 
 
 class InvalidTransitionError(AgentstackError, ValueError):

@@ -28,6 +28,7 @@ from agentstack_lab.cli.common import (
     table,
 )
 from agentstack_lab.errors import UsageError
+from agentstack_lab.events import AGENT_STATUSES, QUESTION_KINDS
 from agentstack_lab.validation import check_float, check_int
 
 __all__ = ["STATUS_STYLE", "Watch", "app"]
@@ -37,9 +38,9 @@ if TYPE_CHECKING:
 
 app = typer.Typer(no_args_is_help=True, help="Run agents headless, list them, show a run's tree, watch live.")
 
-STATUS_STYLE = {"pending": "dim", "idle": "dim", "running": "cyan", "waiting_user": "yellow",
-                "completed": "green", "failed": "red", "stopped": "magenta"}
-QUERY_KINDS = ("clarification", "blocking", "final")
+_STYLES = {"running": "cyan", "waiting_user": "yellow", "completed": "green", "failed": "red", "stopped": "magenta"}
+STATUS_STYLE = {status: _STYLES.get(status, "dim") for status in AGENT_STATUSES}  # every status, from events.py
+QUERY_KINDS = QUESTION_KINDS  # approvals are given with --auto-approve, not --answer
 
 
 def _tokens(row: dict[str, Any]) -> int:
@@ -219,7 +220,7 @@ def _render_tree(node: dict[str, Any], branch: Any = None) -> Any:
     style = STATUS_STYLE.get(node.get("status", ""), "")
     usage = node.get("usage") or {}
     label = (f"[bold]{escape(node.get('name') or node['id'][:8])}[/bold] [{style}]{node.get('status')}[/{style}]"
-             f" [dim]{node.get('type')} · {usage.get('input_tokens', 0) + usage.get('output_tokens', 0)} tokens[/dim]"
+             f" [dim]{node.get('type')} · {usage.get('inputTokens', 0) + usage.get('outputTokens', 0)} tokens[/dim]"
              f"\n[dim]{escape(short(node.get('prompt'), 100))}[/dim]")
     outcome = node.get("result") if node.get("status") == "completed" else node.get("error")
     if outcome:

@@ -9,12 +9,15 @@ through unchanged, so the user's own cells keep printing and displaying normally
 from __future__ import annotations
 
 import ast
+import io
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["fingerprint", "mentioned_names", "keep_bundle", "bundle_text", "Capture", "DISPLAY_MIME",
+__all__ = ["fingerprint", "mentioned_names", "keep_bundle", "bundle_text", "Capture", "ThreadOutput", "attach",
+           "current_output", "DISPLAY_MIME",
            "MAX_DISPLAYS", "MAX_OUTPUT", "FINGERPRINT_MAX_CELLS", "FINGERPRINT_MAX_BYTES", "FINGERPRINT_MAX_ITEMS"]
 
 MAX_OUTPUT = 1_000_000  # characters kept per stream or MIME form
@@ -24,6 +27,30 @@ MAX_DISPLAYS = 20  # display() outputs kept per run of code (later ones are coun
 FINGERPRINT_MAX_CELLS = 1_000_000  # DataFrame/Series cells hashed by value; larger ones: shape and columns
 FINGERPRINT_MAX_BYTES = 8 * 1024 * 1024  # ndarray bytes hashed; larger ones: shape and dtype
 FINGERPRINT_MAX_ITEMS = 20_000  # list/dict/set items fingerprinted by identity; larger ones: length
+
+
+_SLOT = "_agentstack_output"  # the one attribute set on a worker thread; only this module touches it
+
+
+@dataclass(kw_only=True, eq=False)
+class ThreadOutput:
+    """Where one worker thread's agent code writes: its streams, ``display()`` bundles and exec context."""
+
+    stdout: io.StringIO = field(default_factory=io.StringIO)
+    stderr: io.StringIO = field(default_factory=io.StringIO)
+    display: list[dict[str, Any]] = field(default_factory=list)
+    dropped: int = 0  # display() outputs past MAX_DISPLAYS, counted not kept
+    context: Any = None  # the executor's ExecContext (fork/wait, secrets)
+
+
+def attach(thread: threading.Thread, output: ThreadOutput | None) -> None:
+    """Route ``thread``'s writes and displays to ``output`` (``None``: back to the user's cell)."""
+    setattr(thread, _SLOT, output)
+
+
+def current_output() -> ThreadOutput | None:
+    """The capture of the calling thread, if agent code runs on it."""
+    return getattr(threading.current_thread(), _SLOT, None)
 
 
 def keep_bundle(data: dict[str, Any]) -> dict[str, Any]:
@@ -102,18 +129,18 @@ def mentioned_names(code: str) -> set[str]:
 class _StreamRouter:
     """Stands in for sys.stdout/stderr: writes from capturing threads go to their buffer, others pass on."""
 
-    def __init__(self, original: Any, attr: str):
+    def __init__(self, original: Any, stream: str):
         self._original = original
-        self._attr = attr
+        self._stream = stream  # "stdout" or "stderr"
 
     def write(self, s: str) -> int:
-        buf = getattr(threading.current_thread(), self._attr, None)
-        if buf is not None:
-            return buf.write(s)
+        out = current_output()
+        if out is not None:
+            return getattr(out, self._stream).write(s)
         return self._original.write(s)
 
     def flush(self) -> None:
-        if getattr(threading.current_thread(), self._attr, None) is None:
+        if current_output() is None:
             self._original.flush()
 
     def __getattr__(self, name: str) -> Any:
@@ -124,14 +151,14 @@ def _routed_publish(original: Callable[..., Any]) -> Callable[..., Any]:
     """A display publisher's ``publish`` that keeps agent threads' outputs and passes others on."""
 
     def publish(data: dict[str, Any], metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
-        shown = getattr(threading.current_thread(), "_agentstack_display", None)
-        if shown is None:
+        out = current_output()
+        if out is None:
             return original(data, metadata, *args, **kwargs)
         bundle = keep_bundle(data or {})
-        if bundle and len(shown) < MAX_DISPLAYS:
-            shown.append(bundle)
+        if bundle and len(out.display) < MAX_DISPLAYS:
+            out.display.append(bundle)
         elif bundle:
-            threading.current_thread()._agentstack_dropped += 1  # type: ignore[attr-defined]
+            out.dropped += 1
         return None
 
     publish._agentstack_router = True  # type: ignore[attr-defined]
@@ -142,7 +169,7 @@ def _routed_clear(original: Callable[..., Any]) -> Callable[..., Any]:
     """``clear_output`` from agent code must not clear the user's cell: ignored in agent threads."""
 
     def clear_output(*args: Any, **kwargs: Any) -> Any:
-        if getattr(threading.current_thread(), "_agentstack_display", None) is None:
+        if current_output() is None:
             return original(*args, **kwargs)
         return None
 
@@ -168,8 +195,8 @@ class Capture:
         with self._lock:
             if self._count == 0:
                 self._saved = (sys.stdout, sys.stderr)
-                sys.stdout = _StreamRouter(sys.stdout, "_agentstack_stdout")
-                sys.stderr = _StreamRouter(sys.stderr, "_agentstack_stderr")
+                sys.stdout = _StreamRouter(sys.stdout, "stdout")
+                sys.stderr = _StreamRouter(sys.stderr, "stderr")
                 pub = getattr(self._shell, "display_pub", None)
                 if pub is not None and not hasattr(pub.publish, "_agentstack_router"):
                     self._publisher = pub

@@ -25,7 +25,6 @@ import ast
 import asyncio
 import contextlib
 import ctypes
-import io
 import json
 import linecache
 import os
@@ -34,55 +33,26 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentstack_lab.engine.capture import (
     MAX_OUTPUT,
     Capture,
+    ThreadOutput,
+    attach,
     bundle_text,
+    current_output,
     keep_bundle,
 )
 from agentstack_lab.engine.provenance import Journal
+from agentstack_lab.engine.redaction import SECRET_HINTS, clip, redact, redact_cut, secret_values
 
 __all__ = ["ExecResult", "ExecContext", "Executor", "LiveKernelExecutor", "SubprocessExecutor",
            "CodeInterrupted", "make_executor", "secret_values", "redact"]
 
 _INJECTED = ("fork", "wait")
-_SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
-REDACTED = "***"
-
-
-def secret_values(extra: Any = ()) -> list[str]:
-    """Values of secret-looking environment variables plus ``extra`` secrets (str or ``SecretStr``).
-
-    Only values of 8+ characters that are not paths count; longest first, for :func:`redact`.
-    """
-    found = {v for k, v in os.environ.items() if any(h in k.upper() for h in _SECRET_HINTS)}
-    for item in extra:
-        item = item.get_secret_value() if hasattr(item, "get_secret_value") else item
-        if isinstance(item, str):
-            found.add(item)
-    return sorted({v.strip() for v in found if len(v.strip()) >= 8 and not v.startswith("/")}, key=len, reverse=True)
-
-
-def redact(value: Any, secrets: list[str]) -> Any:
-    """``value`` (str, or dicts/lists of them) with every secret replaced by ``***``."""
-    if not secrets:
-        return value
-    if isinstance(value, str):
-        for s in secrets:
-            if s in value:
-                value = value.replace(s, REDACTED)
-        return value
-    if isinstance(value, dict):
-        return {k: redact(v, secrets) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(redact(v, secrets) for v in value)
-    return value
-
-
 class CodeInterrupted(BaseException):  # noqa: N818 - raised inside user code, reads best as-is
     """Raised inside running agent code when its agent is stopped."""
 
@@ -106,8 +76,8 @@ class ExecResult:
     def ok(self) -> bool:
         return self.error is None
 
-    def to_text(self, limit: int = 8000) -> str:
-        """A compact text form for the model."""
+    def to_text(self, limit: int = 8000, secrets: Sequence[str] = ()) -> str:
+        """A compact text form for the model: ``secrets`` redacted first, then cut to ``limit`` characters."""
         parts = []
         if self.stdout:
             parts.append(f"stdout:\n{self.stdout}")
@@ -125,7 +95,7 @@ class ExecResult:
         if self.deleted_names:
             parts.append("names deleted: " + ", ".join(self.deleted_names))
         text = "\n".join(parts) or "(no output)"
-        return text if len(text) <= limit else text[: limit // 2] + "\n…(truncated)…\n" + text[-limit // 2:]
+        return clip(text, limit, secrets)
 
     def to_dict(self) -> dict[str, Any]:
         return {"stdout": self.stdout, "stderr": self.stderr, "result": self.result, "resultData": self.result_data,
@@ -147,6 +117,7 @@ class ExecContext:
     agent_id: str | None = None
     run_id: str | None = None
     call_id: str | None = None  # the tool call, for provenance
+    secrets: Sequence[str] = ()  # redacted from captured output before it is capped at MAX_OUTPUT
 
 
 class Executor(abc.ABC):
@@ -187,13 +158,16 @@ def _user_traceback(exc: BaseException, filename: str) -> str:
     return "".join(lines)
 
 
-def _truncate(text: str) -> str:
+def _truncate(text: str, secrets: Sequence[str] = ()) -> str:
+    """``text`` redacted, then capped at :data:`MAX_OUTPUT` characters (in that order: no half secret survives)."""
+    text = redact(text, secrets)
     return text if len(text) <= MAX_OUTPUT else text[:MAX_OUTPUT] + "\n…(output truncated)…"
 
 
 # --- live kernel ---------------------------------------------------------------------------------
 def _thread_context() -> ExecContext:
-    ctx = getattr(threading.current_thread(), "_agentstack_ctx", None)
+    out = current_output()
+    ctx = out.context if out is not None else None
     if ctx is None:
         raise RuntimeError("fork()/wait() can only be called from code an agent runs with the python tool")
     return ctx
@@ -326,10 +300,9 @@ class LiveKernelExecutor(Executor):
         ns = self.namespace
         res = ExecResult()
         thread = threading.current_thread()
-        out, err = io.StringIO(), io.StringIO()
-        thread._agentstack_stdout, thread._agentstack_stderr = out, err  # type: ignore[attr-defined]
-        thread._agentstack_display, thread._agentstack_dropped = res.display, 0  # type: ignore[attr-defined]
-        thread._agentstack_ctx = context or ExecContext()  # type: ignore[attr-defined]
+        context = context or ExecContext()
+        captured = ThreadOutput(display=res.display, context=context)
+        attach(thread, captured)
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         pending = self.journal.begin(ns, code)
         self._inject(ns)
@@ -347,13 +320,14 @@ class LiveKernelExecutor(Executor):
                     res.traceback = _user_traceback(exc, filename)
         finally:
             self._uninject(ns)
-            thread._agentstack_stdout = thread._agentstack_stderr = None  # type: ignore[attr-defined]
-            thread._agentstack_display = None  # type: ignore[attr-defined]
-        if thread._agentstack_dropped:  # type: ignore[attr-defined]
-            err.write(f"({thread._agentstack_dropped} more display outputs not kept)\n")  # type: ignore[attr-defined]
-        res.stdout, res.stderr = _truncate(out.getvalue()), _truncate(err.getvalue())
-        ctx = context or ExecContext()
-        changes = self.journal.finish(pending, ns, run_id=ctx.run_id, agent_id=ctx.agent_id, call_id=ctx.call_id)
+            attach(thread, None)
+        if captured.dropped:
+            captured.stderr.write(f"({captured.dropped} more display outputs not kept)\n")
+        hidden = context.secrets
+        res.stdout = _truncate(captured.stdout.getvalue(), hidden)
+        res.stderr = _truncate(captured.stderr.getvalue(), hidden)
+        changes = self.journal.finish(pending, ns, run_id=context.run_id, agent_id=context.agent_id,
+                                      call_id=context.call_id)
         res.changed_names = [c.name for c in changes if c.action != "deleted"]
         res.deleted_names = [c.name for c in changes if c.action == "deleted"]
         res.changes = [{"name": c.name, "action": c.action, "before": c.before, "after": c.after} for c in changes]
@@ -423,7 +397,7 @@ class SubprocessExecutor(Executor):
         """The parent's environment without secrets: secret-looking names, and any value holding a secret."""
         known = secret_values()
         long = [s for s in known if len(s) >= 20]  # API-key sized: safe to look for inside other values
-        return {k: v for k, v in os.environ.items() if not any(h in k.upper() for h in _SECRET_HINTS)
+        return {k: v for k, v in os.environ.items() if not any(h in k.upper() for h in SECRET_HINTS)
                 and v.strip() not in known and not any(s in v for s in long)}
 
     async def run(self, code: str, *, context: ExecContext | None = None) -> ExecResult:
@@ -438,8 +412,9 @@ class SubprocessExecutor(Executor):
             assert proc.stdin is not None
             proc.stdin.write(code.encode())
             proc.stdin.close()
-            readers = [asyncio.ensure_future(_read_limited(proc.stdout)),
-                       asyncio.ensure_future(_read_limited(proc.stderr))]
+            hidden = context.secrets if context is not None else ()
+            readers = [asyncio.ensure_future(_read_limited(proc.stdout, hidden)),
+                       asyncio.ensure_future(_read_limited(proc.stderr, hidden))]
             timed_out = False
             try:
                 await asyncio.wait_for(proc.wait(), self.timeout)
@@ -478,7 +453,8 @@ class SubprocessExecutor(Executor):
                 os.unlink(report)
 
 
-async def _read_limited(stream: Any) -> str:
+async def _read_limited(stream: Any, secrets: Sequence[str] = ()) -> str:
+    """A pipe's text, read to the end but kept to about :data:`MAX_OUTPUT` characters, secrets redacted."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -489,7 +465,9 @@ async def _read_limited(stream: Any) -> str:
             chunks.append(chunk)
         size += len(chunk)
     text = b"".join(chunks).decode("utf-8", "replace")
-    return _truncate(text) if size <= MAX_OUTPUT else text[:MAX_OUTPUT] + "\n…(output truncated)…"
+    if size <= MAX_OUTPUT:
+        return _truncate(text, secrets)
+    return redact_cut(text, secrets)[:MAX_OUTPUT] + "\n…(output truncated)…"
 
 
 def _kill_group(proc: Any) -> None:

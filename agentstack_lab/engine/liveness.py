@@ -199,7 +199,7 @@ def _reap_run(db: Any, owner: dict[str, Any]) -> list[dict[str, Any]]:
             state = last.get(agent_id) or {
                 "id": agent_id, "parentId": r[4], "name": r[1], "type": r[2], "prompt": r[6], "result": r[7],
                 "depth": r[5], "userComment": None, "metadata": json.loads(r[10] or "{}"), "subagents": [],
-                "ownUsage": {"input_tokens": r[8], "output_tokens": r[9]}}
+                "ownUsage": {"inputTokens": r[8], "outputTokens": r[9]}}
             events = [AgentState(agent_id=agent_id, state=_failed_state(state, error, now)),
                       ErrorEvent(agent_id=agent_id, error=error)]
             conn.executemany("INSERT INTO events (run_id, agent_id, type, payload, created_at) VALUES (?,?,?,?,?)",

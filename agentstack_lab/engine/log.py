@@ -11,8 +11,6 @@ process replay or follow a run.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import functools
 import json
 import logging
 import time
@@ -24,21 +22,6 @@ from agentstack_lab.events import OutboundEvent, from_wire, to_wire
 __all__ = ["EventLog", "read_events", "rebuild_tree", "list_runs"]
 
 log = logging.getLogger(__name__)
-
-
-@functools.cache
-def _wire_keys(cls: type) -> tuple[tuple[str, str], ...]:
-    """(attribute, wire key) pairs of an event class, computed once from ``to_wire`` itself."""
-    names = [f.name for f in dataclasses.fields(cls)]
-    sample = cls.__new__(cls)
-    for n in names:
-        object.__setattr__(sample, n, n)
-    return tuple(zip(names, to_wire(sample), strict=True))
-
-
-def wire_json(event: OutboundEvent) -> str:
-    """``json.dumps(to_wire(event))``, without re-deriving the field names for every event."""
-    return json.dumps({k: getattr(event, a) for a, k in _wire_keys(type(event))}, default=str)
 
 
 class EventLog:
@@ -124,7 +107,7 @@ class EventLog:
             self._spawner.upsert_many(conn, rows)
             conn.executemany(
                 "INSERT INTO events (run_id, agent_id, type, payload, created_at) VALUES (?,?,?,?,?)",
-                [(self.run_id, getattr(ev, "agent_id", None), ev.type, wire_json(ev), t)
+                [(self.run_id, getattr(ev, "agent_id", None), ev.type, json.dumps(to_wire(ev), default=str), t)
                  for ev, t in events])
         self._owned = True
         self.written += len(events)

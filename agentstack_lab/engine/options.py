@@ -6,11 +6,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from agentstack_lab.errors import AgentstackError
+from agentstack_lab.events import QUERY_KINDS
 
 __all__ = ["RunOptions", "QUERY_KINDS", "AgentRunError", "HeadlessQueryError", "BudgetExceededError",
            "AgentFailedError"]
-
-QUERY_KINDS = ("clarification", "blocking", "approval", "final")
 
 
 class AgentRunError(AgentstackError, RuntimeError):

@@ -1,6 +1,8 @@
 """An agent run: the tree of agents, its event stream, budgets, queries and interventions.
 
-Each agent is an asyncio task; children run concurrently. Every outbound event goes through
+Each agent is an asyncio task; children run concurrently. The steps and tools see the run only
+through :class:`~agentstack_lab.engine.context.AgentContext`, which :class:`AgentRun` implements
+(the "used by the steps and tools" section below); this module imports them, never the reverse. Every outbound event goes through
 :meth:`AgentRun.emit` on the run's loop, in one total order: kept in ``run.events``, handed to
 subscribers, and appended to the ``events`` table by the :class:`~agentstack_lab.engine.log.EventLog`.
 """
@@ -14,7 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from agentstack_lab.engine.executors import Executor, make_executor
+from agentstack_lab.engine.executors import ExecContext, Executor, make_executor
 from agentstack_lab.engine.log import EventLog
 from agentstack_lab.engine.options import (
     AgentFailedError,
@@ -23,8 +25,10 @@ from agentstack_lab.engine.options import (
     HeadlessQueryError,
     RunOptions,
 )
+from agentstack_lab.engine.redaction import secret_values
 from agentstack_lab.engine.state import AgentNode, snapshot_tree
-from agentstack_lab.errors import UsageError
+from agentstack_lab.engine.steps import run_steps
+from agentstack_lab.errors import AgentstackError, UsageError
 from agentstack_lab.events import (
     AgentCompleted,
     AgentState,
@@ -48,6 +52,8 @@ __all__ = ["AgentRun", "RunOptions", "run_agent", "HeadlessQueryError", "BudgetE
            "AgentFailedError"]
 
 log = logging.getLogger(__name__)
+
+
 class AgentRun:
     """A recursive agent run; ``await run`` for the result, ``run.tree`` for a snapshot."""
 
@@ -360,7 +366,34 @@ class AgentRun:
         child.task = asyncio.get_running_loop().create_task(self._agent(child), name=f"agentstack-{child.name}")
         return child
 
-    def fork_from_thread(self, parent: AgentNode) -> Callable[..., str]:
+    def children(self, node: AgentNode) -> list[AgentNode]:
+        """``node``'s child agents, in the order they were started."""
+        return [self.nodes[c] for c in node.subagents]
+
+    def exec_context(self, node: AgentNode) -> ExecContext:
+        """What code ``node`` runs gets: ``fork``/``wait`` back into this run, and the secrets to redact."""
+        return ExecContext(agent_id=node.id, fork=self._fork_from_thread(node), wait=self._wait_from_thread(),
+                           secrets=tuple(self.secrets()))
+
+    def secrets(self) -> list[str]:
+        """Secret values to hide from tool results: secret-looking env vars, configured API keys, the provider's."""
+        providers = self.workspace.config.providers
+        keys: list[Any] = [providers.anthropic.api_key, providers.openai.api_key, providers.ollama.api_key]
+        held = getattr(self.provider, "secrets", None)  # optional: providers holding a key say so
+        if callable(held):
+            keys.extend(held())
+        return secret_values([k for k in keys if k is not None])
+
+    def memory(self, node: AgentNode) -> Any:
+        """The workspace memory acting for this run's session and ``node``."""
+        return self.workspace.memory.scoped(self.session_id, agent_id=node.id)
+
+    @property
+    def namespace(self) -> str:
+        """This run's memory namespace, ``session:<session id>``."""
+        return f"session:{self.session_id}"
+
+    def _fork_from_thread(self, parent: AgentNode) -> Callable[..., str]:
         """``fork(prompt, type=None)`` for code running in a worker thread: returns the child's id."""
         loop = asyncio.get_running_loop()
 
@@ -375,7 +408,7 @@ class AgentRun:
 
         return fork
 
-    def wait_from_thread(self) -> Callable[..., str]:
+    def _wait_from_thread(self) -> Callable[..., str]:
         """``wait(handle, timeout=None)`` for worker threads: the child's result, or an error if it failed."""
         loop = asyncio.get_running_loop()
 
@@ -465,8 +498,6 @@ class AgentRun:
             self.emit(ErrorEvent(agent_id=node.id, error=error or status))
 
     async def _agent(self, node: AgentNode) -> None:
-        from agentstack_lab.engine.steps import run_steps
-
         try:
             node.set_status("running")
             self.emit_state(node)
@@ -491,6 +522,8 @@ class AgentRun:
             return
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, AgentstackError):  # a bug, not a refusal: keep its traceback
+                log.exception("agentstack-lab: agent %s failed with an unexpected error", node.name)
             await self._settle_children(node, f"parent {node.name} failed")
             self._finish(node, "failed", error=error)
             return

@@ -79,7 +79,7 @@ class AgentNode:
             "id": self.id, "parentId": self.parent_id, "name": self.name, "type": self.type,
             "status": self.status, "prompt": self.prompt, "result": self.result, "error": self.error,
             "depth": self.depth, "userComment": self.user_comment,
-            "ownUsage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "ownUsage": {"inputTokens": self.usage.input_tokens, "outputTokens": self.usage.output_tokens},
             "metadata": dict(self.metadata), "createdAt": self.created_at, "startedAt": self.started_at,
             "endedAt": self.ended_at, "subagents": list(self.subagents),
         }
@@ -107,8 +107,8 @@ def _nest(flat: dict[str, dict[str, Any]], root_id: str | None) -> dict[str, Any
         kids = [build(c) for c in node.pop("subagents", []) if c in flat]
         rolled = dict(node["ownUsage"])
         for k in kids:
-            rolled["input_tokens"] += k["usage"]["input_tokens"]
-            rolled["output_tokens"] += k["usage"]["output_tokens"]
+            rolled["inputTokens"] += k["usage"]["inputTokens"]
+            rolled["outputTokens"] += k["usage"]["outputTokens"]
         node["usage"] = rolled
         node["children"] = kids
         return node

@@ -5,6 +5,8 @@ Clarify, blocking question, subquestions, spawn, main tool loop, summary (+ an o
 Clarification, blocking and final questions are asked by the root agent only (subagents work
 from their subquestion). Every model request carries ``metadata = {"step", "agent_type",
 "agent_id", "depth", "prompt"}`` so scripted providers can branch on it.
+
+Steps see their run only through :class:`~agentstack_lab.engine.context.AgentContext` (``ctx``).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from agentstack_lab.engine import tools
-from agentstack_lab.events import TextDelta
+from agentstack_lab.engine.options import BudgetExceededError
+from agentstack_lab.engine.tools import dispatch, tool_specs
+from agentstack_lab.events import QueryKind, TextDelta
 from agentstack_lab.providers.base import (
     Completion,
     Message,
@@ -26,7 +29,7 @@ from agentstack_lab.providers.base import (
 from agentstack_lab.providers.complete import StructuredOutputError, complete, structured
 
 if TYPE_CHECKING:
-    from agentstack_lab.engine.run import AgentRun
+    from agentstack_lab.engine.context import AgentContext
     from agentstack_lab.engine.state import AgentNode
 
 __all__ = ["Clarification", "BlockingQuestion", "Subquestion", "Subquestions", "FinalQuestion", "run_steps"]
@@ -68,19 +71,19 @@ _STEP_INSTRUCTIONS = {
 }
 
 
-def _enter(run: AgentRun, node: AgentNode, step: str) -> None:
+def _enter(ctx: AgentContext, node: AgentNode, step: str) -> None:
     """Announce the step an agent is in (``metadata.step``), so the views can say what it is doing."""
     if node.metadata.get("step") != step:
         node.metadata["step"] = step
-        run.emit_state(node)
+        ctx.emit_state(node)
 
 
-def _request(run: AgentRun, node: AgentNode, step: str, messages: list[Message], **kw: Any) -> ProviderRequest:
-    _enter(run, node, step)
-    definition = run.registry.get(node.type)
-    instruction = _STEP_INSTRUCTIONS[step].format(types=", ".join(run.registry.list()))
+def _request(ctx: AgentContext, node: AgentNode, step: str, messages: list[Message], **kw: Any) -> ProviderRequest:
+    _enter(ctx, node, step)
+    definition = ctx.registry.get(node.type)
+    instruction = _STEP_INSTRUCTIONS[step].format(types=", ".join(ctx.registry.list()))
     return ProviderRequest(system=f"{definition.system_prompt}\n\n# Current step\n{instruction}",
-                           messages=messages, model=run.model,
+                           messages=messages, model=ctx.model,
                            metadata={"step": step, "agent_type": node.type, "agent_id": node.id,
                                      "depth": node.depth, "prompt": node.prompt}, **kw)
 
@@ -99,28 +102,28 @@ def _with_comments(node: AgentNode, messages: list[Message]) -> list[Message]:
     return [*messages, Message(role="user", content=text)]
 
 
-async def _structured(run: AgentRun, node: AgentNode, step: str, schema: type[BaseModel], context: str) -> Any:
+async def _structured(ctx: AgentContext, node: AgentNode, step: str, schema: type[BaseModel], context: str) -> Any:
     """A structured step; a reply that never matches the schema skips the step (noted), it does not fail the agent."""
     messages = _with_comments(node, [Message(role="user", content=context)])
     try:
-        value, completion = await structured(run.provider, _request(run, node, step, messages), schema)
+        value, completion = await structured(ctx.provider, _request(ctx, node, step, messages), schema)
     except StructuredOutputError as exc:
         if exc.usage.input_tokens or exc.usage.output_tokens:
-            run.charge(node, exc.usage)  # the failed attempts count against the budget too
-        run.note(node, f"{step} step skipped: {exc}")
+            ctx.charge(node, exc.usage)  # the failed attempts count against the budget too
+        ctx.note(node, f"{step} step skipped: {exc}")
         return schema.model_validate({"needs_clarification": False, "has_question": False, "subquestions": []})
-    run.charge(node, completion.usage)
+    ctx.charge(node, completion.usage)
     return value
 
 
-async def _stream(run: AgentRun, node: AgentNode, request: ProviderRequest) -> Completion:
+async def _stream(ctx: AgentContext, node: AgentNode, request: ProviderRequest) -> Completion:
     def on_text(text: str) -> None:
         node.content += text
-        run.emit(TextDelta(agent_id=node.id, delta=text))
+        ctx.emit(TextDelta(agent_id=node.id, delta=text))
 
-    out = await complete(run.provider, request, on_text)
+    out = await complete(ctx.provider, request, on_text)
     if out.usage.input_tokens or out.usage.output_tokens:
-        run.charge(node, out.usage)
+        ctx.charge(node, out.usage)
     return out
 
 
@@ -131,35 +134,35 @@ def _context(node: AgentNode) -> str:
     return node.prompt + extra
 
 
-async def _ask_step(run: AgentRun, node: AgentNode, kind: str, step: str, schema: type[BaseModel]) -> None:
-    value = await _structured(run, node, step, schema, _context(node))
+async def _ask_step(ctx: AgentContext, node: AgentNode, kind: QueryKind, step: str, schema: type[BaseModel]) -> None:
+    value = await _structured(ctx, node, step, schema, _context(node))
     wants = getattr(value, "needs_clarification", None) or getattr(value, "has_question", False)
     if wants and value.question:
-        await run.ask(node, kind, value.question)
+        await ctx.ask(node, kind, value.question)
 
 
-async def _plan_children(run: AgentRun, node: AgentNode) -> None:
-    opts = run.options
+async def _plan_children(ctx: AgentContext, node: AgentNode) -> None:
+    opts = ctx.options
     if not opts.subagents or node.depth >= opts.max_depth:
         return
-    plan = await _structured(run, node, "subquestions", Subquestions, _context(node))
+    plan = await _structured(ctx, node, "subquestions", Subquestions, _context(node))
     for sub in plan.subquestions:
-        agent_type = sub.agent_type if run.registry.has(sub.agent_type) else run.default_type
+        agent_type = sub.agent_type if ctx.registry.has(sub.agent_type) else ctx.default_type
         if agent_type != sub.agent_type:
-            run.note(node, f"unknown agent type {sub.agent_type!r} from the model; used {agent_type!r}")
+            ctx.note(node, f"unknown agent type {sub.agent_type!r} from the model; used {agent_type!r}")
         try:
-            run.spawn_child(node, sub.question, agent_type, origin="subquestion")
-        except run.BudgetExceededError as exc:
-            run.note(node, f"subquestion not explored: {exc}")
+            ctx.spawn_child(node, sub.question, agent_type, origin="subquestion")
+        except BudgetExceededError as exc:
+            ctx.note(node, f"subquestion not explored: {exc}")
 
 
-async def _main_loop(run: AgentRun, node: AgentNode) -> str:
-    specs = tools.tool_specs(run.executor, memory=True)  # every workspace has a memory
+async def _main_loop(ctx: AgentContext, node: AgentNode) -> str:
+    specs = tool_specs(ctx.executor, memory=True)  # every workspace has a memory
     node.messages = [Message(role="user", content=_context(node))]
     answer = ""
-    for _turn in range(run.options.max_turns):
+    for _turn in range(ctx.options.max_turns):
         node.messages = _with_comments(node, node.messages)
-        completion = await _stream(run, node, _request(run, node, "main", list(node.messages), tools=specs))
+        completion = await _stream(ctx, node, _request(ctx, node, "main", list(node.messages), tools=specs))
         text = completion.text
         blocks: list[Any] = [TextBlock(text=text)] if text else []
         blocks += [ToolUseBlock(id=c.id, name=c.name, input=c.input) for c in completion.tool_calls]
@@ -168,9 +171,9 @@ async def _main_loop(run: AgentRun, node: AgentNode) -> str:
             answer = text
         if not completion.tool_calls:
             return answer or completion.text
-        results = [await tools.dispatch(run, node, call) for call in completion.tool_calls]
+        results = [await dispatch(ctx, node, call) for call in completion.tool_calls]
         node.messages.append(Message(role="user", content=results))
-    run.note(node, f"stopped the tool loop after max_turns={run.options.max_turns}")
+    ctx.note(node, f"stopped the tool loop after max_turns={ctx.options.max_turns}")
     return answer
 
 
@@ -180,51 +183,51 @@ def _child_line(child: AgentNode) -> str:
     return f"- [{child.type}, {child.status.upper()}] {child.prompt}\n  This subagent {child.status}: {child.error}"
 
 
-async def _summarise(run: AgentRun, node: AgentNode, main_answer: str, children: list[AgentNode]) -> str:
+async def _summarise(ctx: AgentContext, node: AgentNode, main_answer: str, children: list[AgentNode]) -> str:
     if not children:
         return main_answer
     body = (f"Request: {node.prompt}\n\nYour answer:\n{main_answer or '(none)'}\n\nSubagents' results:\n"
             + "\n".join(_child_line(c) for c in children))
     if node.content and not node.content.endswith("\n\n"):
         node.content += "\n\n"
-        run.emit(TextDelta(agent_id=node.id, delta="\n\n"))
-    summary = (await _stream(run, node, _request(run, node, "summary", _with_comments(
+        ctx.emit(TextDelta(agent_id=node.id, delta="\n\n"))
+    summary = (await _stream(ctx, node, _request(ctx, node, "summary", _with_comments(
         node, [Message(role="user", content=body)])))).text
     failed = [c for c in children if c.status != "completed"]
     if failed:
         note = "\n\nSubagents that did not complete: " + "; ".join(
             f"{c.name} ({c.status}: {c.error})" for c in failed)
         node.content += note
-        run.emit(TextDelta(agent_id=node.id, delta=note))
+        ctx.emit(TextDelta(agent_id=node.id, delta=note))
         summary += note
     return summary
 
 
-async def run_steps(run: AgentRun, node: AgentNode) -> str:
+async def run_steps(ctx: AgentContext, node: AgentNode) -> str:
     """Run one agent through its steps and return its result."""
     if node.depth == 0:
-        await _ask_step(run, node, "clarification", "clarify", Clarification)
-        await _ask_step(run, node, "blocking", "blocking", BlockingQuestion)
-    await _plan_children(run, node)
-    main_answer = await _main_loop(run, node)
+        await _ask_step(ctx, node, "clarification", "clarify", Clarification)
+        await _ask_step(ctx, node, "blocking", "blocking", BlockingQuestion)
+    await _plan_children(ctx, node)
+    main_answer = await _main_loop(ctx, node)
     # Wait for every child (subquestions and forks, including forks started late).
     while True:
-        pending = [run.nodes[c].task for c in node.subagents if run.nodes[c].task and not run.nodes[c].task.done()]
+        pending = [c.task for c in ctx.children(node) if c.task is not None and not c.task.done()]
         if not pending:
             break
-        _enter(run, node, "subagents")
+        _enter(ctx, node, "subagents")
         await asyncio.gather(*pending, return_exceptions=True)
-    children = [run.nodes[c] for c in node.subagents]
-    result = await _summarise(run, node, main_answer, children)
-    if node.depth == 0 and run.options.final_question:
-        value = await _structured(run, node, "final", FinalQuestion, f"{node.prompt}\n\nFinal answer:\n{result}")
+    children = ctx.children(node)
+    result = await _summarise(ctx, node, main_answer, children)
+    if node.depth == 0 and ctx.options.final_question:
+        value = await _structured(ctx, node, "final", FinalQuestion, f"{node.prompt}\n\nFinal answer:\n{result}")
         if value.has_question and value.question:
-            answer = await run.ask(node, "final", value.question, optional=True)
+            answer = await ctx.ask(node, "final", value.question, optional=True)
             if answer:
                 follow = (f"Request: {node.prompt}\n\nYour final answer:\n{result}\n\nFollow-up question: "
                           f"{value.question}\nUser's answer: {answer}\n\nGive the updated final answer.")
                 node.content += "\n\n"
-                run.emit(TextDelta(agent_id=node.id, delta="\n\n"))
-                result = (await _stream(run, node, _request(
-                    run, node, "summary", [Message(role="user", content=follow)]))).text or result
+                ctx.emit(TextDelta(agent_id=node.id, delta="\n\n"))
+                result = (await _stream(ctx, node, _request(
+                    ctx, node, "summary", [Message(role="user", content=follow)]))).text or result
     return result

@@ -1,4 +1,10 @@
-"""The main agent's tools: ``python`` (approval, executor, fork/wait), ``memory_search``, ``memory_store``."""
+"""The main agent's tools: ``python`` (approval, executor, fork/wait), ``memory_search``, ``memory_store``.
+
+Every tool call gets exactly one ``tool-result``, also when it fails closed (a headless run with
+no approval: the result carries the error, then the run fails). Everything a tool returns is
+redacted before it is cut for the model (:mod:`~agentstack_lab.engine.redaction`). Tools see their
+run only through :class:`~agentstack_lab.engine.context.AgentContext`.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +12,22 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
-from agentstack_lab.engine.executors import ExecContext, redact, secret_values
-from agentstack_lab.events import ToolCall, ToolResult
+from agentstack_lab.engine.options import HeadlessQueryError
+from agentstack_lab.engine.redaction import redact
+from agentstack_lab.events import ToolCall, ToolName, ToolResult
 from agentstack_lab.providers.base import ToolResultBlock, ToolSpec, ToolUseEvent
 
 if TYPE_CHECKING:
-    from agentstack_lab.engine.run import AgentRun
+    from agentstack_lab.engine.context import AgentContext
     from agentstack_lab.engine.state import AgentNode
 
 __all__ = ["tool_specs", "dispatch", "parse_approval"]
+
+_PYTHON: ToolName = "python"
+_SEARCH: ToolName = "memory_search"
+_STORE: ToolName = "memory_store"
+MODEL_LIMIT = 8000  # characters of a python tool result the model sees (head + tail)
+SNIPPET = 300  # characters of each memory hit in the model's text
 
 _PYTHON_DOC = ("Run Python code. {where} The value of the last expression is returned with stdout, stderr "
                "and any error.{fork}")
@@ -27,14 +40,14 @@ def tool_specs(executor: Any, memory: bool) -> list[ToolSpec]:
     live = getattr(executor, "name", "") == "live"
     where = ("It runs in the user's live Jupyter kernel: you can read and create the user's variables."
              if live else "It runs in an isolated Python subprocess.")
-    specs = [ToolSpec(name="python", description=_PYTHON_DOC.format(
+    specs = [ToolSpec(name=_PYTHON, description=_PYTHON_DOC.format(
         where=where, fork=_FORK_DOC if getattr(executor, "supports_fork", False) else ""),
         input_schema={"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]})]
     if memory:
-        specs.append(ToolSpec(name="memory_search", description="Search this session's memory.", input_schema={
+        specs.append(ToolSpec(name=_SEARCH, description="Search this session's memory.", input_schema={
             "type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
             "required": ["query"]}))
-        specs.append(ToolSpec(name="memory_store", description="Store a note in this session's memory.", input_schema={
+        specs.append(ToolSpec(name=_STORE, description="Store a note in this session's memory.", input_schema={
             "type": "object", "properties": {"key": {"type": "string"}, "content": {"type": "string"},
                                              "tags": {"type": "array", "items": {"type": "string"}}},
             "required": ["key", "content"]}))
@@ -58,26 +71,33 @@ def parse_approval(response: Any, code: str) -> tuple[bool, str]:
                      f"{{'approved': bool, 'code': str}}, got {response!r}")
 
 
-async def dispatch(run: AgentRun, node: AgentNode, call: ToolUseEvent) -> ToolResultBlock:
-    """Run one tool call, emitting ``tool-call`` and ``tool-result``; errors go back to the model."""
-    run.emit(ToolCall(agent_id=node.id, tool=call.name, input=call.input))
+async def dispatch(ctx: AgentContext, node: AgentNode, call: ToolUseEvent) -> ToolResultBlock:
+    """Run one tool call, emitting ``tool-call`` and exactly one ``tool-result``; errors go back to the model.
+
+    A headless run that needs an approval nobody gave closes the call with a ``tool-result``
+    carrying the error, then raises :class:`HeadlessQueryError` (the run fails closed).
+    """
+    # code may print an API key (the live kernel holds the user's environment): never log or send it on
+    hidden = ctx.secrets()
+    ctx.emit(ToolCall(agent_id=node.id, tool=call.name, input=redact(call.input, hidden)))
+    closed: HeadlessQueryError | None = None
     try:
-        if call.name == "python":
-            output, error = await _python(run, node, call)
-        elif call.name == "memory_search":
-            output, error = await _memory_search(run, node, call.input), None
-        elif call.name == "memory_store":
-            output, error = await _memory_store(run, node, call.input), None
+        if call.name == _PYTHON:
+            output, error = await _python(ctx, node, call, hidden)
+        elif call.name == _SEARCH:
+            output, error = await _memory_search(ctx, node, call.input, hidden), None
+        elif call.name == _STORE:
+            output, error = await _memory_store(ctx, node, call.input, hidden), None
         else:
             output, error = None, f"unknown tool {call.name!r}"
+    except HeadlessQueryError as exc:  # fails the run closed; the call still gets its result first
+        closed, output, error = exc, None, f"{type(exc).__name__}: {exc}"
     except (ValueError, KeyError, TypeError, RuntimeError, PermissionError) as exc:
-        if isinstance(exc, run.HeadlessQueryError):
-            raise  # fails the run closed, never reported to the model as a tool error
         output, error = None, f"{type(exc).__name__}: {exc}"
-    # code may print an API key (the live kernel holds the user's environment): never log or send it on
-    hidden = _secrets(run)
     output, error = redact(output, hidden), redact(error, hidden)
-    run.emit(ToolResult(agent_id=node.id, tool=call.name, output=output, error=error))
+    ctx.emit(ToolResult(agent_id=node.id, tool=call.name, output=output, error=error))
+    if closed is not None:
+        raise closed
     text = error if output is None else (output["text"] if isinstance(output, dict) and "text" in output
                                          else json.dumps(output, default=str))
     if error and output is not None:
@@ -85,66 +105,57 @@ async def dispatch(run: AgentRun, node: AgentNode, call: ToolUseEvent) -> ToolRe
     return ToolResultBlock(tool_use_id=call.id, content=text or "(no output)", is_error=error is not None)
 
 
-async def _python(run: AgentRun, node: AgentNode, call: ToolUseEvent) -> tuple[Any, str | None]:
+async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
+                  hidden: list[str]) -> tuple[Any, str | None]:
     code = call.input.get("code")
     if not isinstance(code, str) or not code.strip():
         return None, "python: input needs a non-empty 'code' string"
     edited = False
-    if not run.options.auto_approve:
-        answer = await run.ask(node, "approval", "Run this Python code?", {"code": code, "toolUseId": call.id},
+    if not ctx.options.auto_approve:
+        answer = await ctx.ask(node, "approval", "Run this Python code?",
+                               {"code": redact(code, hidden), "toolUseId": call.id},
                                validate=lambda r: parse_approval(r, code))
         approved, new_code = parse_approval(answer, code)
         if not approved:
             return {"text": "The user rejected running this code. Do not run it again; continue without it "
                             "or propose something different."}, "rejected by the user"
         edited, code = new_code != code, new_code
-    ctx = ExecContext(agent_id=node.id, fork=run.fork_from_thread(node), wait=run.wait_from_thread())
-    result = await run.executor.run(code, context=ctx)
-    out = result.to_dict()
+    result = await ctx.executor.run(code, context=ctx.exec_context(node))
+    out = redact(result.to_dict(), hidden)
     prefix = "(The user edited the code before it ran.)\n" if edited else ""
-    out["text"] = prefix + result.to_text()
+    out["text"] = prefix + result.to_text(MODEL_LIMIT, hidden)  # redacted, then cut: no half key survives
     if edited:
-        out["code"] = code
-    return out, result.error
+        out["code"] = redact(code, hidden)
+    return out, redact(result.error, hidden)
 
 
-def _secrets(run: AgentRun) -> list[str]:
-    """Secret values to hide from tool results: secret-looking env vars, configured API keys, the provider's key."""
-    providers = run.workspace.config.providers
-    keys: list[Any] = [providers.anthropic.api_key, providers.openai.api_key, providers.ollama.api_key]
-    keys.append(getattr(run.provider, "_key", None))
-    return secret_values([k for k in keys if k is not None])
+def _memory(ctx: AgentContext, node: AgentNode) -> Any:
+    return ctx.memory(node)
 
 
-def _namespace(run: AgentRun) -> str:
-    return f"session:{run.session_id}"
-
-
-def _memory(run: AgentRun, node: AgentNode) -> Any:
-    """The workspace memory acting for this run's session and agent."""
-    return run.workspace.memory.scoped(run.session_id, agent_id=node.id)
-
-
-async def _memory_search(run: AgentRun, node: AgentNode, args: dict[str, Any]) -> dict[str, Any]:
-    memory = _memory(run, node)
+async def _memory_search(ctx: AgentContext, node: AgentNode, args: dict[str, Any], hidden: list[str]) -> dict[str, Any]:
+    memory = _memory(ctx, node)
     query = args.get("query")
     if not isinstance(query, str) or not query.strip():
         raise ValueError("memory_search: 'query' must be a non-empty string")
     limit = int(args.get("limit") or 5)
-    hits = await asyncio.to_thread(memory.search, query, namespace=_namespace(run), limit=limit)
-    items = [{"key": h.key, "content": h.content, "score": round(float(h.score), 4)} for h in hits]
-    text = "\n".join(f"- {i['key']}: {i['content'][:300]}" for i in items) or "(no matches)"
+    hits = await asyncio.to_thread(memory.search, query, namespace=ctx.namespace, limit=limit)
+    items = [{"key": h.key, "content": redact(h.content, hidden), "score": round(float(h.score), 4)}
+             for h in hits]  # redacted before the snippets below are cut
+    text = "\n".join(f"- {i['key']}: {i['content'][:SNIPPET]}" for i in items) or "(no matches)"
     degraded = getattr(hits, "degraded", None)
     if degraded:   # the model should know the search ran on keywords only
         text = f"({degraded})\n{text}"
     return {"results": items, "text": text, "degraded": degraded}
 
 
-async def _memory_store(run: AgentRun, node: AgentNode, args: dict[str, Any]) -> dict[str, Any]:
-    memory = _memory(run, node)
+async def _memory_store(ctx: AgentContext, node: AgentNode, args: dict[str, Any], hidden: list[str]) -> dict[str, Any]:
+    memory = _memory(ctx, node)
     key, content = args.get("key"), args.get("content")
     if not isinstance(key, str) or not key.strip() or not isinstance(content, str):
         raise ValueError("memory_store: 'key' (non-empty string) and 'content' (string) are required")
     tags = args.get("tags") or None
-    await asyncio.to_thread(memory.store, key, content, namespace=_namespace(run), agent_id=node.id, tags=tags)
-    return {"stored": key, "namespace": _namespace(run), "text": f"stored {key!r} in {_namespace(run)}"}
+    namespace = ctx.namespace
+    content = redact(content, hidden)  # the database never holds a secret, not even one the model repeats
+    await asyncio.to_thread(memory.store, key, content, namespace=namespace, agent_id=node.id, tags=tags)
+    return {"stored": key, "namespace": namespace, "text": f"stored {key!r} in {namespace}"}

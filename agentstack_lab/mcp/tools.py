@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field
 
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
+from agentstack_lab.events import AgentStatus, QuestionKind
 
 if TYPE_CHECKING:
     from agentstack_lab.agents.identity import IdentityService
@@ -49,7 +50,7 @@ SessionToken = Annotated[str | None, Field(max_length=200, description="The secr
                                                                        "for session_id (required with it).")]
 Namespace = Annotated[str | None, Field(description="Namespace (default: 'default', or the session's own).")]
 Key = Annotated[str, Field(min_length=1, max_length=1024)]
-Status = Literal["pending", "idle", "running", "waiting_user", "completed", "failed", "stopped"]
+Status = AgentStatus
 
 
 def _asdict(obj: Any) -> dict[str, Any]:
@@ -79,7 +80,7 @@ class Toolbox:
         max_depth: Annotated[int | None, Field(ge=0, le=8)] = None,
         subagents: bool = True,
         timeout_s: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None,
-        answers: Annotated[dict[Literal["clarification", "blocking", "final"], str] | None,
+        answers: Annotated[dict[QuestionKind, str] | None,
                            Field(description="Answers given up front to the agents' questions.")] = None,
         identity: Annotated[str | None, Field(min_length=1, description="Id or display name of the persistent "
                                                                         "identity the run acts as (not retired).")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentstack_lab.errors import AgentstackError
+from agentstack_lab.events import QUESTION_KINDS
 from agentstack_lab.validation import check_float, check_int, check_threshold
 
 __all__ = [
@@ -26,7 +27,7 @@ __all__ = [
     "memory_parser",
 ]
 
-QUERY_KINDS = ("clarification", "blocking", "final")
+QUERY_KINDS = QUESTION_KINDS  # approvals are given with --auto-approve, not --answer
 
 
 class OneLineError(AgentstackError):

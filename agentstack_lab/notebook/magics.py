@@ -161,8 +161,12 @@ def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -
 
 
 async def _finish(run: Any) -> Any:
-    """Await a run; a run that did not complete shows its tree, then raises :class:`AgentRunFailed`."""
-    from agentstack_lab.engine import AgentRunError
+    """Await a run; a run that did not complete shows its tree, then raises :class:`AgentRunFailed`.
+
+    A headless run that failed closed (a question or an approval nobody could give) is one line
+    and no tree, as the README promises: the tree would only repeat that line.
+    """
+    from agentstack_lab.engine import AgentRunError, HeadlessQueryError
 
     try:
         try:
@@ -170,7 +174,8 @@ async def _finish(run: Any) -> Any:
         finally:
             _refresh_live(run)
     except AgentRunError as exc:
-        _show_failed(run)
+        if not isinstance(exc, HeadlessQueryError):
+            _show_failed(run)
         raise AgentRunFailed(f"{type(exc).__name__}: {exc}", run) from None
     if run.status != "completed":
         _show_failed(run)

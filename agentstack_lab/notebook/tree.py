@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentstack_lab.agents.spawner import TERMINAL
 from agentstack_lab.events import (
+    TERMINAL,
     AgentCompleted,
     AgentState,
     ErrorEvent,
@@ -289,7 +289,7 @@ class TreeState:
         def build(node_id: str) -> dict[str, Any]:
             n = self.nodes[node_id]
             kids = [build(c) for c in n.children]
-            usage = {"input_tokens": n.usage.get("input_tokens", 0), "output_tokens": n.usage.get("output_tokens", 0)}
+            usage = {"inputTokens": n.usage.get("inputTokens", 0), "outputTokens": n.usage.get("outputTokens", 0)}
             for k in kids:  # roll usage up, as AgentRun.tree does
                 for key in usage:
                     usage[key] += k["usage"].get(key, 0)
@@ -307,8 +307,8 @@ class TreeState:
 def _usage_text(node: dict[str, Any]) -> str:
     usage = node.get("usage") or {}
     parts = []
-    if usage.get("input_tokens") or usage.get("output_tokens"):
-        parts.append(f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens")
+    if usage.get("inputTokens") or usage.get("outputTokens"):
+        parts.append(f"{usage.get('inputTokens', 0)} in / {usage.get('outputTokens', 0)} out tokens")
     elapsed = node.get("elapsed")
     if elapsed is None and node.get("startedAt") and node.get("endedAt"):
         try:

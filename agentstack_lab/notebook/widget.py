@@ -227,7 +227,7 @@ class _NodeView:
         _hidden(self.activity, not doing)
         parts = []
         if node.usage:
-            parts.append(f"in {node.usage.get('input_tokens', 0)} · out {node.usage.get('output_tokens', 0)} tok")
+            parts.append(f"in {node.usage.get('inputTokens', 0)} · out {node.usage.get('outputTokens', 0)} tok")
         elapsed = node.elapsed(now)
         if elapsed is not None:
             parts.append(format_elapsed(elapsed))

@@ -87,6 +87,10 @@ class AnthropicProvider:
         self._clients = LoopClients(lambda: anthropic.AsyncAnthropic(
             api_key=self._key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries))
 
+    def secrets(self) -> tuple[str, ...]:
+        """The values this provider holds that must never be shown (its API key), for redaction."""
+        return (self._key,) if self._key else ()
+
     def __repr__(self) -> str:
         return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
 

@@ -113,6 +113,10 @@ class OllamaProvider:
         self.retry_delay = float(retry_delay)
         self.keep_alive = keep_alive
 
+    def secrets(self) -> tuple[str, ...]:
+        """The values this provider holds that must never be shown (its API key), for redaction."""
+        return (self._key,) if self._key else ()
+
     def __repr__(self) -> str:
         return f"OllamaProvider(model={self.model!r}, base_url={self.base_url!r})"
 

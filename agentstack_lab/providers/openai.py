@@ -100,6 +100,10 @@ class OpenAIProvider:
         self._clients = LoopClients(lambda: openai.AsyncOpenAI(
             api_key=self._key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries))
 
+    def secrets(self) -> tuple[str, ...]:
+        """The values this provider holds that must never be shown (its API key), for redaction."""
+        return (key,) if (key := self._key) != "no-key-needed" else ()
+
     def __repr__(self) -> str:
         return f"OpenAIProvider(model={self.model!r}, base_url={self.base_url!r})"
 
