@@ -147,22 +147,22 @@ class _StreamRouter:
         return getattr(self._original, name)
 
 
-def _routed_publish(original: Callable[..., Any]) -> Callable[..., Any]:
+class _RoutedPublish:
     """A display publisher's ``publish`` that keeps agent threads' outputs and passes others on."""
 
-    def publish(data: dict[str, Any], metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
+    def __init__(self, original: Callable[..., Any]):
+        self.original = original
+
+    def __call__(self, data: dict[str, Any], metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
         out = current_output()
         if out is None:
-            return original(data, metadata, *args, **kwargs)
+            return self.original(data, metadata, *args, **kwargs)
         bundle = keep_bundle(data or {})
         if bundle and len(out.display) < MAX_DISPLAYS:
             out.display.append(bundle)
         elif bundle:
             out.dropped += 1
         return None
-
-    publish._agentstack_router = True  # type: ignore[attr-defined]
-    return publish
 
 
 def _routed_clear(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -198,9 +198,9 @@ class Capture:
                 sys.stdout = _StreamRouter(sys.stdout, "stdout")
                 sys.stderr = _StreamRouter(sys.stderr, "stderr")
                 pub = getattr(self._shell, "display_pub", None)
-                if pub is not None and not hasattr(pub.publish, "_agentstack_router"):
+                if pub is not None and not isinstance(pub.publish, _RoutedPublish):
                     self._publisher = pub
-                    pub.publish = _routed_publish(pub.publish)
+                    pub.publish = _RoutedPublish(pub.publish)
                     pub.clear_output = _routed_clear(pub.clear_output)
             self._count += 1
 
