@@ -72,6 +72,15 @@ def check_event_order(events):
         assert first_output is None or first_running < first_output
         assert isinstance(evs[-1], AgentCompleted | ErrorEvent), (agent_id, evs[-1])
         assert sum(isinstance(e, AgentCompleted | ErrorEvent) for e in evs) == 1
+        open_call = None  # every tool-call is closed by exactly one tool-result before the next call
+        for e in evs:
+            if isinstance(e, ToolCall):
+                assert open_call is None, (agent_id, "tool-call without a tool-result", open_call)
+                open_call = e
+            elif isinstance(e, ToolResult):
+                assert open_call is not None and open_call.tool == e.tool, (agent_id, "tool-result without a call")
+                open_call = None
+        assert open_call is None, (agent_id, "tool-call never closed", open_call)
     return by_agent
 
 
@@ -193,6 +202,7 @@ async def test_headless_without_answers_fails_closed_and_answers_work(ws):
     with pytest.raises(HeadlessQueryError, match=r"needs an answer to a approval query .* headless .*auto_approve=True"):
         await run
     assert ran == [] and run.status == "failed" and "headless" in run.tree["error"]
+    check_event_order(run.events)  # the approval that failed closed still closed its tool-call
     run2 = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)),
                     options=RunOptions(interactive=False, answers={"approval": True}),
                     executor=LiveKernelExecutor(namespace={"ran": ran}))

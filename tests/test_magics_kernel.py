@@ -23,6 +23,7 @@ CELLS = {
     "help": "%agent -h",
     "nested-wait": "for i in range(1):\n    %agent --wait hi",
     "fail-closed": "%agent --wait --provider @asking --no-subagents What was the best year?",
+    "fail-closed-approval": "%agent --wait --provider @asking --no-subagents --answer clarification=2023 Best year?",
     "cell-magic": "%%agent --wait --auto-approve --provider @asking --no-subagents --answer clarification=2023\n"
                   "What was\nthe best year in {year}?",
     "cell-result": "print(_.status, _.result.split('.')[0], answer_year)\nprint(_.prompt)",
@@ -108,12 +109,14 @@ def test_help_is_printed_not_raised(executed):
     assert text.startswith("usage: %agent [options] PROMPT") and "--auto-approve" in text and "--executor" in text
 
 
-def test_headless_query_fails_closed_with_tree_shown(executed):
-    outputs = executed["fail-closed"]
-    lines = _one_line_error(outputs)
-    assert lines[-1].startswith("AgentRunFailed: HeadlessQueryError: ") and "clarification" in lines[-1]
-    tree = next(o for o in outputs if o["output_type"] == "display_data")["data"]["text/plain"]
-    assert tree.startswith("✗ researcher [failed]")
+@pytest.mark.parametrize(("tag", "kind"), [("fail-closed", "clarification"), ("fail-closed-approval", "approval")])
+def test_headless_query_fails_closed_with_one_line(executed, tag, kind):
+    """README: without answers or --auto-approve, ``--wait`` fails closed "with one line" (no tree after it)."""
+    outputs = executed[tag]
+    (line,) = _one_line_error(outputs)
+    assert line.startswith("AgentRunFailed: HeadlessQueryError: ") and f"a {kind} query" in line
+    assert not [o for o in outputs if o["output_type"] in ("display_data", "execute_result")]
+    assert not _text(outputs, "stdout")
 
 
 def test_cell_magic_with_answers_up_front(executed):

@@ -23,6 +23,7 @@ from fakes_llm import Reply
 from typer.testing import CliRunner
 
 from agentstack_lab.cli import app
+from agentstack_lab.events import to_wire
 
 fake_llm_server = fakes_llm.fake_llm_server
 fake_llm = fakes_llm.fake_llm
@@ -220,6 +221,88 @@ async def test_run_with_python_tool_keeps_the_key_out(fake_llm, config_file, key
         ws.close()
     assert_files_clean(tmp_path, key)
     assert_logs_clean(debug_logs, key)
+
+
+def fragments(secret: str, n: int = 12) -> list[str]:
+    """Every ``n``-character piece of ``secret`` (any longer leak contains one)."""
+    return [secret[i:i + n] for i in range(len(secret) - n + 1)]
+
+
+def assert_no_fragment(blob: str | bytes, secret: str, where: str) -> None:
+    data = blob if isinstance(blob, bytes) else blob.encode("utf-8", "surrogatepass")
+    for piece in fragments(secret):
+        assert piece.encode() not in data, f"{len(piece)} characters of the secret ({piece[:4]}…) leaked into {where}"
+
+
+async def test_a_key_straddling_the_model_cut_is_redacted_before_truncation(fake_llm, config_file, key, tmp_path):
+    """Issue 9, item 9: a tool output over 8,000 characters is cut to head + tail for the model.
+
+    The key is printed twice, once across the head cut (character 4,000 of the model's text) and
+    once across the tail cut; no 12-character piece of it may reach the events, the database
+    files or the model's request.
+    """
+    from agentstack_lab.engine import AgentRun
+    from agentstack_lab.engine.executors import ExecResult
+    from agentstack_lab.engine.tools import MODEL_LIMIT
+    from agentstack_lab.workspace import Workspace
+
+    k, half = len(key), MODEL_LIMIT // 2
+    # The model's text is "stdout:\n" + stdout; stdout = x*n1 + key + y*n2 + key + z*n3 + "\n".
+    n1, n2 = half - len("stdout:\n") - k // 2, 5000
+    n3 = half - 1 - (k - k // 2)
+    code = (f"k = __import__('os').environ['ANTHROPIC_API_KEY']\n"
+            f"print('x' * {n1} + k + 'y' * {n2} + k + 'z' * {n3})")
+    stdout = "x" * n1 + key + "y" * n2 + key + "z" * n3 + "\n"
+    naive = ExecResult(stdout=stdout).to_text(MODEL_LIMIT)  # cut without redaction: both cuts split a key
+    assert sum(piece in naive for piece in fragments(key)) >= 2 * (k // 2 - 11), "the test no longer straddles"
+    fake_llm.queue(*[model(code)] * 10)
+    ws = Workspace.open(config_file.parent)
+    try:
+        run = AgentRun("print the key", workspace=ws, options={
+            "interactive": False, "subagents": False, "auto_approve": True, "executor": "live"})
+        assert "All done." in await run
+        (res,) = tool_results(run)
+        assert res.output["stdout"].count("***") == 2 and "…(truncated)…" in res.output["text"]
+        assert_no_fragment(json.dumps([to_wire(e) for e in run.events]), key, "the run's events")
+        assert_no_fragment(json.dumps([list(r) for r in ws.db.query("SELECT * FROM events")]), key,
+                           "the events table")
+        for req in fake_llm.requests:
+            assert_no_fragment(json.dumps(req.json), key, f"a request body to {req.path}")
+        sent = [b for req in fake_llm.requests for m in req.json["messages"] if isinstance(m["content"], list)
+                for b in m["content"] if b.get("type") == "tool_result"]
+        assert sent, "the tool result never reached the model"
+    finally:
+        ws.close()
+    for path in sorted(tmp_path.rglob("*")):
+        if path.is_file():
+            assert_no_fragment(path.read_bytes(), key, str(path))
+
+
+@pytest.mark.parametrize("executor", ["live", "subprocess"])
+async def test_a_secret_straddling_the_output_cap_is_redacted_before_it(executor):
+    """Captured streams are capped at MAX_OUTPUT characters; the secrets the run passes are hidden first."""
+    from agentstack_lab.engine.capture import MAX_OUTPUT
+    from agentstack_lab.engine.executors import ExecContext, LiveKernelExecutor, SubprocessExecutor
+
+    secret = f"sk-planted-{secrets.token_hex(20)}"
+    code = f"import sys\nsys.stdout.write('x' * {MAX_OUTPUT - 20} + {secret!r} + 'y' * 100)"
+    runner_ = LiveKernelExecutor(namespace={}) if executor == "live" else SubprocessExecutor(timeout=60)
+    result = await runner_.run(code, context=ExecContext(secrets=(secret,)))
+    assert result.error is None, result.error
+    assert result.stdout.endswith("…(output truncated)…") and len(result.stdout) <= MAX_OUTPUT + 30
+    assert_no_fragment(result.stdout, secret, f"the {executor} executor's capped stdout")
+    assert_no_fragment(result.to_text(), secret, "the model's text")
+
+
+def test_redact_cut_hides_a_secret_cut_off_at_the_end():
+    from agentstack_lab.engine.redaction import clip, redact_cut
+
+    secret = "sk-abcdefghijklmnopqrstuvwxyz0123456789"
+    assert redact_cut("head " + secret[:20], [secret]) == "head ***"
+    assert redact_cut("head sk-a plain", [secret]) == "head sk-a plain"  # not at the end: left alone
+    text = "a" * 90 + secret + "b" * 90
+    clipped = clip(text, 100, [secret])
+    assert "***" in text.replace(secret, "***") and not any(p in clipped for p in fragments(secret, 4)[1:])
 
 
 def test_subprocess_executor_env_drops_secret_values_under_any_name(monkeypatch, key):
