@@ -28,6 +28,7 @@ from agentstack_lab.engine.options import (
 from agentstack_lab.engine.redaction import secret_values
 from agentstack_lab.engine.state import AgentNode, snapshot_tree
 from agentstack_lab.engine.steps import run_steps
+from agentstack_lab.engine.threads import fork_from_thread, wait_from_thread
 from agentstack_lab.errors import AgentstackError, UsageError
 from agentstack_lab.events import (
     AgentCompleted,
@@ -372,8 +373,10 @@ class AgentRun:
 
     def exec_context(self, node: AgentNode) -> ExecContext:
         """What code ``node`` runs gets: ``fork``/``wait`` back into this run, and the secrets to redact."""
-        return ExecContext(agent_id=node.id, fork=self._fork_from_thread(node), wait=self._wait_from_thread(),
-                           secrets=tuple(self.secrets()))
+        loop = asyncio.get_running_loop()
+        return ExecContext(agent_id=node.id, secrets=tuple(self.secrets()),
+                           fork=fork_from_thread(loop, lambda prompt, kind: self.spawn_child(node, prompt, kind).id),
+                           wait=wait_from_thread(loop, self.nodes))
 
     def secrets(self) -> list[str]:
         """Secret values to hide from tool results: secret-looking env vars, configured API keys, the provider's."""
@@ -392,45 +395,6 @@ class AgentRun:
     def namespace(self) -> str:
         """This run's memory namespace, ``session:<session id>``."""
         return f"session:{self.session_id}"
-
-    def _fork_from_thread(self, parent: AgentNode) -> Callable[..., str]:
-        """``fork(prompt, type=None)`` for code running in a worker thread: returns the child's id."""
-        loop = asyncio.get_running_loop()
-
-        def fork(prompt: str, type: str | None = None) -> str:  # noqa: A002
-            if not isinstance(prompt, str) or not prompt.strip():
-                raise ValueError("fork(prompt): prompt must be a non-empty string")
-
-            async def go() -> str:
-                return self.spawn_child(parent, prompt, type, origin="fork").id
-
-            return asyncio.run_coroutine_threadsafe(go(), loop).result()
-
-        return fork
-
-    def _wait_from_thread(self) -> Callable[..., str]:
-        """``wait(handle, timeout=None)`` for worker threads: the child's result, or an error if it failed."""
-        loop = asyncio.get_running_loop()
-
-        def wait(handle: Any, timeout: float | None = None) -> str:
-            agent_id = getattr(handle, "id", handle)
-            node = self.nodes.get(agent_id)
-            if node is None:
-                raise ValueError(f"wait(): no agent {agent_id!r} in this run")
-
-            async def go() -> None:
-                if node.task is not None:
-                    await asyncio.shield(node.task)
-
-            try:
-                asyncio.run_coroutine_threadsafe(go(), loop).result(timeout)
-            except TimeoutError:
-                raise TimeoutError(f"wait(): agent {node.name} is still {node.status} after {timeout:g}s") from None
-            if node.status != "completed":
-                raise AgentRunError(f"forked agent {node.name} {node.status}: {node.error}")
-            return node.result or ""
-
-        return wait
 
     # --- internals ------------------------------------------------------------------------------
 
