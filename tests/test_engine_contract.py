@@ -38,13 +38,6 @@ UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 TIME_KEYS = {"createdAt", "startedAt", "endedAt"}
 
 
-@pytest.fixture
-def ws(tmp_path):
-    w = Workspace.open(tmp_path / "proj", announce=False)
-    yield w
-    w.close()
-
-
 def _tool_results(req) -> list[ToolResultBlock]:
     return [b for m in req.messages if not isinstance(m.content, str) for b in m.content
             if isinstance(b, ToolResultBlock)]
@@ -258,3 +251,16 @@ def test_no_private_attribute_reads_across_engine_modules():
                     and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
                 offenders.append(f"{path.name}:{node.lineno} .{node.attr}")
     assert not offenders, offenders
+
+
+async def test_code_a_run_executes_is_journaled_under_the_run(ws):
+    """The context hands the executor the run id and tool call id, so provenance can undo a run's changes."""
+    ns: dict = {"x": 1}
+    executor = LiveKernelExecutor(namespace=ns)
+    run = AgentRun("How are sales trending?", workspace=ws, provider=ScriptedProvider(script),
+                   options=RunOptions(max_depth=1, interactive=False, auto_approve=True,
+                                      answers={"clarification": "2024"}), executor=executor)
+    await run.wait(raise_on_error=False)
+    assert ns["x"] == 42 and [c.name for c in executor.journal.changes(run.id)] == ["x"]
+    executor.journal.undo(ns, run.id)
+    assert ns["x"] == 1

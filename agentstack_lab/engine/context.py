@@ -78,8 +78,8 @@ class AgentContext(Protocol):
         """``node``'s child agents, in the order they were started."""
         ...
 
-    def exec_context(self, node: AgentNode) -> ExecContext:
-        """The ``fork``/``wait`` callables and secrets for code ``node`` runs with the python tool."""
+    def exec_context(self, node: AgentNode, call_id: str | None = None) -> ExecContext:
+        """What code ``node`` runs for tool call ``call_id`` gets: ``fork``/``wait``, secrets, provenance ids."""
         ...
 
     def secrets(self) -> list[str]:

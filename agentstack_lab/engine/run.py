@@ -371,10 +371,10 @@ class AgentRun:
         """``node``'s child agents, in the order they were started."""
         return [self.nodes[c] for c in node.subagents]
 
-    def exec_context(self, node: AgentNode) -> ExecContext:
-        """What code ``node`` runs gets: ``fork``/``wait`` back into this run, and the secrets to redact."""
+    def exec_context(self, node: AgentNode, call_id: str | None = None) -> ExecContext:
+        """What code ``node`` runs gets: ``fork``/``wait`` into this run, the secrets to redact, provenance ids."""
         loop = asyncio.get_running_loop()
-        return ExecContext(agent_id=node.id, secrets=tuple(self.secrets()),
+        return ExecContext(agent_id=node.id, run_id=self.id, call_id=call_id, secrets=tuple(self.secrets()),
                            fork=fork_from_thread(loop, lambda prompt, kind: self.spawn_child(node, prompt, kind).id),
                            wait=wait_from_thread(loop, self.nodes))
 

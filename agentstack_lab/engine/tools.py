@@ -120,7 +120,7 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
             return {"text": "The user rejected running this code. Do not run it again; continue without it "
                             "or propose something different."}, "rejected by the user"
         edited, code = new_code != code, new_code
-    result = await ctx.executor.run(code, context=ctx.exec_context(node))
+    result = await ctx.executor.run(code, context=ctx.exec_context(node, call.id))
     out = redact(result.to_dict(), hidden)
     prefix = "(The user edited the code before it ran.)\n" if edited else ""
     out["text"] = prefix + result.to_text(MODEL_LIMIT, hidden)  # redacted, then cut: no half key survives
