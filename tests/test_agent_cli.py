@@ -92,7 +92,8 @@ def test_run_streams_and_exit_codes(workdir):
     closed = invoke("agent", "run", "how are sales trending in df?", "--no-subagents")
     one_line_error(closed, "approval required: an agent wants to run Python code, and `agent run` is headless, "
                            "so the run failed closed; rerun with --auto-approve", code=1)
-    assert "⚙ python" in closed.stdout and "↳ python" not in closed.stdout  # the code never ran
+    # the code never ran; its tool-call is closed by a tool-result carrying the refusal (issue 9, item 15)
+    assert "⚙ python" in closed.stdout and "↳ python: HeadlessQueryError: " in closed.stdout
 
     approved = invoke("agent", "run", "how are sales trending in df?", "--no-subagents", "--auto-approve")
     assert approved.exit_code == 0, approved.output
