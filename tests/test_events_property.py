@@ -124,8 +124,9 @@ def test_garbage_is_an_event_decode_error_never_a_crash(value):
 # --- the vocabularies are defined once -----------------------------------------------------------------
 
 def test_vocabularies_are_derived_from_events():
-    from agentstack_lab.agent_cli import STATUS_STYLE
     from agentstack_lab.agents import spawner
+    from agentstack_lab.cli.agent import QUERY_KINDS as CLI_KINDS
+    from agentstack_lab.cli.agent import STATUS_STYLE
     from agentstack_lab.engine import options
     from agentstack_lab.mcp import tools as mcp_tools
     from agentstack_lab.notebook import args, tree
@@ -136,7 +137,7 @@ def test_vocabularies_are_derived_from_events():
     assert options.QUERY_KINDS is ev.QUERY_KINDS and args.QUERY_KINDS is ev.QUESTION_KINDS
     assert set(ev.QUERY_KINDS) == set(ev.QUESTION_KINDS) | {"approval"}
     assert tree.TERMINAL is ev.TERMINAL and set(tree.STATUS_ICONS) <= set(ev.AGENT_STATUSES)
-    assert set(STATUS_STYLE) == set(ev.AGENT_STATUSES)
+    assert set(STATUS_STYLE) == set(ev.AGENT_STATUSES) and CLI_KINDS is ev.QUESTION_KINDS
     assert mcp_tools.Status is ev.AgentStatus
     assert ev.RELATIONSHIP_TYPES == ("parent_of", "derived_from", "depends_on", "supersedes")
     assert ev.TOOL_NAMES == ("python", "memory_search", "memory_store")

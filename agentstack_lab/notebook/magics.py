@@ -174,7 +174,9 @@ async def _finish(run: Any) -> Any:
         finally:
             _refresh_live(run)
     except AgentRunError as exc:
-        if not isinstance(exc, HeadlessQueryError):
+        if isinstance(exc, HeadlessQueryError):
+            _drop_live(run)
+        else:
             _show_failed(run)
         raise AgentRunFailed(f"{type(exc).__name__}: {exc}", run) from None
     if run.status != "completed":
@@ -302,6 +304,18 @@ def _refresh_live(run: Any) -> None:
     handle = getattr(tree, "handle", None)
     if handle is not None:
         handle.update(tree)
+
+
+def _drop_live(run: Any) -> None:
+    """Blank the ``--wait`` tree's output: a run that failed closed is its one error line, nothing more."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    magics = _magics(shell) if shell is not None else None
+    tree = magics.trees.get(run) if magics is not None else None
+    handle = getattr(tree, "handle", None)
+    if handle is not None:
+        handle.update({"text/plain": ""}, raw=True)
 
 
 _MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?P<lhs>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*)?"
