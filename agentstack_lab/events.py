@@ -11,16 +11,29 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from agentstack_lab.errors import AgentstackError
 
 AgentStatus = Literal["pending", "running", "waiting_user", "completed", "failed", "stopped"]
 QueryKind = Literal["clarification", "blocking", "approval", "final"]
+"""What a ``user-query`` asks: the four questions an agent puts to a person."""
+DecisionKind = Literal["clarification", "blocking", "approval", "final", "consensus"]
+"""Every persisted decision (``agentstack_lab.decisions``): the query kinds plus consensus checkpoints."""
+DecisionState = Literal["pending", "answered", "expired", "cancelled"]
+"""A decision's life: ``pending → answered | expired | cancelled`` (never back)."""
+QUERY_KINDS: tuple[str, ...] = get_args(QueryKind)
+DECISION_KINDS: tuple[str, ...] = get_args(DecisionKind)
+DECISION_STATES: tuple[str, ...] = get_args(DecisionState)
 
 __all__ = [
     "AgentStatus",
     "QueryKind",
+    "DecisionKind",
+    "DecisionState",
+    "QUERY_KINDS",
+    "DECISION_KINDS",
+    "DECISION_STATES",
     "AgentState",
     "TextDelta",
     "ToolCall",
