@@ -101,6 +101,7 @@ def _with_comments(node: AgentNode, messages: list[Message]) -> list[Message]:
 
 async def _structured(run: AgentRun, node: AgentNode, step: str, schema: type[BaseModel], context: str) -> Any:
     """A structured step; a reply that never matches the schema skips the step (noted), it does not fail the agent."""
+    await run.checkpoint(node)  # a paused agent waits here
     messages = _with_comments(node, [Message(role="user", content=context)])
     try:
         value, completion = await structured(run.provider, _request(run, node, step, messages), schema)
@@ -114,6 +115,7 @@ async def _structured(run: AgentRun, node: AgentNode, step: str, schema: type[Ba
 
 
 async def _stream(run: AgentRun, node: AgentNode, request: ProviderRequest) -> Completion:
+    await run.checkpoint(node)  # a paused agent waits here
     def on_text(text: str) -> None:
         node.content += text
         run.emit(TextDelta(agent_id=node.id, delta=text))

@@ -60,6 +60,7 @@ def parse_approval(response: Any, code: str) -> tuple[bool, str]:
 
 async def dispatch(run: AgentRun, node: AgentNode, call: ToolUseEvent) -> ToolResultBlock:
     """Run one tool call, emitting ``tool-call`` and ``tool-result``; errors go back to the model."""
+    await run.checkpoint(node)  # a paused agent waits here
     run.emit(ToolCall(agent_id=node.id, tool=call.name, input=call.input))
     try:
         if call.name == "python":
