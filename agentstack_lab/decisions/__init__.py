@@ -4,9 +4,10 @@ A decision (clarification, blocking question, code approval, final question, con
 a row of the ``decisions`` table, not a future in one process's memory, so any surface answers it:
 the widget, ``agentstack-lab decisions approve ID``, MCP ``decision_answer``, the lab panel.
 
-    ws.decisions.create(kind="approval", prompt="Run this?", run_id=..., code="print(1)", timeout=600)
-    ws.decisions.answer(id, {"approved": True}, by="alice", surface="cli")   # exactly one answer wins
-    await ws.decisions.wait(id)                                              # sees it within ~25 ms
+    ds = decisions_for(ws)            # one per workspace: in-process answers wake the waiter at once
+    d = ds.create(kind="approval", prompt="Run this?", run_id=..., code="print(1)", timeout=600)
+    ds.answer(d.id, {"approved": True}, by="alice", surface="cli")   # exactly one answer wins
+    await ds.wait(d.id)                                              # sees it within ~25 ms
 
 ``pending → answered | expired | cancelled``. A run that ends, is stopped or whose owner process dies
 cancels its pending decisions (:meth:`Decisions.cancel_for_run`, :func:`cancel_pending` in the
@@ -16,7 +17,7 @@ another process are queued in :mod:`agentstack_lab.decisions.interventions`.
 Services layer: imports only the foundation (store via the ``db`` passed in, events, errors).
 """
 
-from agentstack_lab.decisions.interventions import ACTIONS, Intervention, Interventions
+from agentstack_lab.decisions.interventions import ACTIONS, Intervention, Interventions, interventions_for
 from agentstack_lab.decisions.store import (
     POLL_S,
     SURFACES,
@@ -26,10 +27,11 @@ from agentstack_lab.decisions.store import (
     DecisionNotFoundError,
     Decisions,
     cancel_pending,
+    decisions_for,
     normalise_answer,
     surface_label,
 )
 
-__all__ = ["Decision", "Decisions", "DecisionError", "DecisionClosedError", "DecisionNotFoundError", "SURFACES",
+__all__ = ["Decision", "Decisions", "decisions_for", "interventions_for", "DecisionError", "DecisionClosedError", "DecisionNotFoundError", "SURFACES",
            "surface_label", "normalise_answer", "cancel_pending", "POLL_S", "Intervention", "Interventions",
            "ACTIONS"]

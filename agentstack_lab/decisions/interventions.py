@@ -15,7 +15,7 @@ from typing import Any
 
 from agentstack_lab.decisions.store import DecisionError
 
-__all__ = ["Intervention", "Interventions", "ACTIONS"]
+__all__ = ["Intervention", "Interventions", "ACTIONS", "interventions_for"]
 
 ACTIONS = ("comment", "content", "pause", "resume", "stop")
 """What a person can do to a running agent from any surface."""
@@ -98,3 +98,8 @@ class Interventions:
         with self.db.transaction() as conn:
             conn.execute("UPDATE interventions SET applied_at = ?, error = ? WHERE id = ? AND applied_at IS NULL",
                          (time.time(), error, int(id)))
+
+
+def interventions_for(workspace: Any) -> Interventions:
+    """The :class:`Interventions` queue of a workspace's database."""
+    return Interventions(workspace.db)

@@ -27,7 +27,7 @@ from typing import Any
 from agentstack_lab.errors import NotFoundError, UsageError
 from agentstack_lab.events import DECISION_KINDS, DECISION_STATES
 
-__all__ = ["Decision", "Decisions", "DecisionError", "DecisionClosedError", "DecisionNotFoundError",
+__all__ = ["Decision", "Decisions", "decisions_for", "DecisionError", "DecisionClosedError", "DecisionNotFoundError",
            "SURFACES", "surface_label", "normalise_answer", "cancel_pending", "POLL_S"]
 
 POLL_S = 0.025
@@ -314,15 +314,12 @@ class Decisions:
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
         self._waiters.setdefault(current.id, []).append((loop, wake))
-        conn = self.db.conn
-        seen, polls = None, 0
+        conn, own = self._poll_conn()
+        seen = None
         try:
             while True:
                 version = conn.execute("PRAGMA data_version").fetchone()[0]
-                polls += 1
-                # data_version misses commits made on this very connection (same thread, another
-                # Decisions object): a plain read every ~0.5 s covers that case
-                if version != seen or wake.is_set() or polls % 20 == 0:
+                if version != seen or wake.is_set():
                     seen = version
                     wake.clear()
                     current = self.get(current.id)
@@ -345,8 +342,24 @@ class Decisions:
                 entries.remove((loop, wake))
             if not entries:
                 self._waiters.pop(current.id, None)
+            if own:
+                conn.close()
 
     # --- internals -----------------------------------------------------------------------------------
+
+    def _poll_conn(self) -> tuple[Any, bool]:
+        """A connection used only to watch ``data_version`` (and whether :meth:`wait` must close it).
+
+        ``data_version`` changes when *another* connection commits; the thread's own connection (which
+        ``answer`` uses) would miss answers given on the same thread, so the watcher opens its own
+        (~2 ms, once per wait).
+        """
+        path = getattr(self.db, "path", None)
+        if path is None or str(path) == ":memory:":
+            return self.db.conn, False  # one connection is all there is; the asyncio fast path covers it
+        from agentstack_lab.store.connection import connect
+
+        return connect(path), True
 
     def _require_approvable(self, id: str, verb: str) -> None:  # noqa: A002
         d = self.get(id)
@@ -367,3 +380,14 @@ class Decisions:
             else:
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(event.set)
+
+
+def decisions_for(workspace: Any) -> Decisions:
+    """The one :class:`Decisions` of a workspace (cached on it), so in-process answers wake waiters at once.
+
+    Lives here rather than on ``Workspace`` because the workspace sits below the services layer.
+    """
+    found = workspace.__dict__.get("_decisions_service")
+    if found is None:
+        found = workspace.__dict__.setdefault("_decisions_service", Decisions(workspace.db))
+    return found

@@ -44,8 +44,11 @@ def apply_intervention(run: AgentRun, item: Any) -> None:
         raise ValueError(f"unknown intervention {item.action!r}")
 
 
-async def follow_interventions(run: AgentRun, interventions: Any, db: Any) -> None:
+async def follow_interventions(run: AgentRun, db: Any) -> None:
     """Apply this run's queued interventions until cancelled."""
+    from agentstack_lab.decisions import Interventions
+
+    interventions = Interventions(db)
     conn = db.conn
     seen, polls = None, 0
     while True:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from agentstack_lab.errors import AgentstackError
+from agentstack_lab.errors import AgentstackError, UsageError
 from agentstack_lab.events import QUERY_KINDS
 
 __all__ = ["RunOptions", "QUERY_KINDS", "ON_QUERY", "parse_duration", "AgentRunError", "HeadlessQueryError", "BudgetExceededError",
@@ -34,7 +34,7 @@ def parse_duration(value: Any, name: str = "duration") -> float | None:
         except ValueError:
             seconds = None
     if seconds is None or not seconds > 0 or seconds == float("inf"):
-        raise ValueError(f"{name} must be a positive duration (seconds, or like 90s, 10m, 1h), got {value!r}")
+        raise UsageError(f"{name} must be a positive duration (seconds, or like 90s, 10m, 1h), got {value!r}")
     return seconds
 
 

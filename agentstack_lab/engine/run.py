@@ -559,7 +559,9 @@ class AgentRun:
         reap_orphans(db)  # agents of runs whose process died are failed, not left "running"
         self._log = EventLog(db, self.id)
         self._log.start()
-        self._decisions = getattr(self.workspace, "decisions", None)
+        from agentstack_lab.decisions import decisions_for
+
+        self._decisions = decisions_for(self.workspace)
         root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt,
                          identity_id=self.identity.agent_id if self.identity else None,
                          metadata={"provider": getattr(self.provider, "name", "?"),
@@ -585,8 +587,8 @@ class AgentRun:
             if self._decisions is not None:
                 from agentstack_lab.engine.control import follow_interventions
 
-                control = asyncio.get_running_loop().create_task(follow_interventions(
-                    self, self.workspace.interventions, self.workspace.db), name=f"agentstack-control-{self.id[:8]}")
+                control = asyncio.get_running_loop().create_task(
+                    follow_interventions(self, self._decisions.db), name=f"agentstack-control-{self.id[:8]}")
             try:
                 await asyncio.shield(root.task)
             except asyncio.CancelledError:

@@ -96,8 +96,9 @@ async def _python(run: AgentRun, node: AgentNode, call: ToolUseEvent) -> tuple[A
                                validate=lambda r: parse_approval(r, code))
         approved, new_code = parse_approval(answer, code)
         if not approved:
-            return {"text": "The user rejected running this code. Do not run it again; continue without it "
-                            "or propose something different."}, "rejected by the user"
+            why = answer.get("reason") if isinstance(answer, dict) else None
+            return {"text": "The user rejected running this code" + (f" ({why})" if why else "") + ". Do not run it "
+                            "again; continue without it or propose something different."}, "rejected by the user"
         edited, code = new_code != code, new_code
     ctx = ExecContext(agent_id=node.id, fork=run.fork_from_thread(node), wait=run.wait_from_thread())
     result = await run.executor.run(code, context=ctx)
