@@ -341,3 +341,31 @@ async def test_a_bug_is_logged_with_its_traceback_and_the_client_reads_one_line(
     assert "MCP tool agent_run failed with an unexpected error (a bug)\nTraceback (most recent call last)" in log
     assert "RuntimeError: plugin bug: boom" in log and "building provider 'broken' failed" in log
     assert "wizard" not in log
+
+
+async def test_run_with_on_query_wait_is_answered_with_decision_answer(workdir):
+    import asyncio
+
+    async with mcp_client(workdir) as s:
+        started = await call(s, "agent_run", prompt="how are sales trending in df?", subagents=False,
+                             on_query="wait", decision_timeout=120)
+        for _ in range(600):
+            pending = (await call(s, "decision_list", run_id=started["run_id"]))["decisions"]
+            if pending:
+                break
+            await asyncio.sleep(0.05)
+        (d,) = pending
+        assert d["kind"] == "approval" and "df" in d["code"] and d["state"] == "pending"
+        assert "action 'answer' needs text" in await error(s, "decision_answer", decision_id=d["id"], action="answer")
+        done = await call(s, "decision_answer", decision_id=d["id"][:8], action="approve")
+        assert done["state"] == "answered" and done["surface"] == "mcp" and done["answer"] == {"approved": True}
+        late = await error(s, "decision_answer", decision_id=d["id"], action="reject")
+        assert late.endswith(f": decision {d['id']} already answered (by mcp client, from MCP)")
+        for _ in range(600):
+            status = await call(s, "agent_status", agent_id=started["run_id"])
+            if status["status"] in ("completed", "failed", "stopped"):
+                break
+            await asyncio.sleep(0.05)
+        assert status["status"] == "completed", status
+        tree = (await call(s, "agent_tree", run_id=started["run_id"]))["tree"]
+        assert tree["metadata"]["answers"][-1]["source"] == "mcp"
