@@ -55,6 +55,12 @@ TRANSITIONS: Mapping[str, frozenset[str]] = {
     "stopped": frozenset(),
 }
 TERMINAL: frozenset[str] = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
+DecisionKind = Literal[QueryKind, "consensus"]
+"""Every persisted decision (``agentstack_lab.decisions``): the query kinds plus consensus checkpoints."""
+DecisionState = Literal["pending", "answered", "expired", "cancelled"]
+"""A decision's life: ``pending → answered | expired | cancelled`` (never back)."""
+DECISION_KINDS: tuple[str, ...] = get_args(DecisionKind)
+DECISION_STATES: tuple[str, ...] = get_args(DecisionState)
 
 __all__ = [
     "AgentStatus",
@@ -69,6 +75,10 @@ __all__ = [
     "RELATIONSHIP_TYPES",
     "TRANSITIONS",
     "TERMINAL",
+    "DecisionKind",
+    "DecisionState",
+    "DECISION_KINDS",
+    "DECISION_STATES",
     "AgentState",
     "TextDelta",
     "ToolCall",

@@ -435,8 +435,8 @@ async def test_inbound_wire_messages_and_get_tree(ws):
     assert run.send({"type": "get-agent-tree"}) == run.tree
     with pytest.raises(KeyError, match="no pending query"):
         run.send(from_wire({"type": "user-response", "agentId": run.id, "queryId": "nope", "response": "x"}))
-    with pytest.raises(ValueError, match="only set status 'stopped'"):
-        run.send(UserIntervention(agent_id=run.id, status="running"))
+    with pytest.raises(ValueError, match="can set status 'stopped', 'paused' or 'running'"):
+        run.send(UserIntervention(agent_id=run.id, status="completed"))
 
 
 async def test_memory_tools_are_scoped_to_the_run_session(ws):

@@ -108,8 +108,9 @@ def normalise(run: AgentRun) -> dict[str, list[dict]]:
     text = re.sub(r"toolu_scripted_\d+", lambda mt: tool_ids.setdefault(mt[0], f"<toolu-{len(tool_ids) + 1}>"), text)
 
     def times(value):
-        if isinstance(value, dict):
-            return {k: ("<time>" if k in TIME_KEYS and v is not None else times(v)) for k, v in value.items()}
+        if isinstance(value, dict):  # times, and who answered (this machine's login name), vary
+            return {k: ("<time>" if k in TIME_KEYS and v is not None else "<user>" if k == "by" and v else times(v))
+                    for k, v in value.items()}
         if isinstance(value, list):
             return [times(v) for v in value]
         return value

@@ -23,6 +23,7 @@ EXPECTED_TOOLS = {
     "memory_store", "memory_get", "memory_search", "memory_list", "memory_delete",
     "session_start", "session_end", "session_status", "session_active",
     "identity_create", "identity_transition", "identity_audit", "system_status",
+    "decision_list", "decision_get", "decision_answer", "agent_intervene",
 }
 
 
@@ -212,8 +213,8 @@ async def test_agent_stop_reaches_runs_of_this_process_only(workdir):
                                    "run_id": "r-foreign", "created_at": "2030-01-01T00:00:00+00:00",
                                    "updated_at": "2030-01-01T00:00:00+00:00", "depth": 0,
                                    "input_tokens": 0, "output_tokens": 0}])
-        with pytest.raises(LookupError, match="not running in this MCP server"):
-            await tb.agent_stop("a-foreign")
+        queued = await tb.agent_stop("a-foreign")  # its owner process applies it (tests/test_decisions_surfaces.py)
+        assert queued["queued"] and "another process" in queued["note"]
         assert sp.get("a-foreign").status == "running" and sp.get(idle.id).status == "stopped"
 
 
@@ -340,3 +341,31 @@ async def test_a_bug_is_logged_with_its_traceback_and_the_client_reads_one_line(
     assert "MCP tool agent_run failed with an unexpected error (a bug)\nTraceback (most recent call last)" in log
     assert "RuntimeError: plugin bug: boom" in log and "building provider 'broken' failed" in log
     assert "wizard" not in log
+
+
+async def test_run_with_on_query_wait_is_answered_with_decision_answer(workdir):
+    import asyncio
+
+    async with mcp_client(workdir) as s:
+        started = await call(s, "agent_run", prompt="how are sales trending in df?", subagents=False,
+                             on_query="wait", decision_timeout=120)
+        for _ in range(600):
+            pending = (await call(s, "decision_list", run_id=started["run_id"]))["decisions"]
+            if pending:
+                break
+            await asyncio.sleep(0.05)
+        (d,) = pending
+        assert d["kind"] == "approval" and "df" in d["code"] and d["state"] == "pending"
+        assert "action 'answer' needs text" in await error(s, "decision_answer", decision_id=d["id"], action="answer")
+        done = await call(s, "decision_answer", decision_id=d["id"][:8], action="approve")
+        assert done["state"] == "answered" and done["surface"] == "mcp" and done["answer"] == {"approved": True}
+        late = await error(s, "decision_answer", decision_id=d["id"], action="reject")
+        assert late.endswith(f": decision {d['id']} already answered (by mcp client, from MCP)")
+        for _ in range(600):
+            status = await call(s, "agent_status", agent_id=started["run_id"])
+            if status["status"] in ("completed", "failed", "stopped"):
+                break
+            await asyncio.sleep(0.05)
+        assert status["status"] == "completed", status
+        tree = (await call(s, "agent_tree", run_id=started["run_id"]))["tree"]
+        assert tree["metadata"]["answers"][-1]["source"] == "mcp"

@@ -93,6 +93,13 @@ class _Printer:
             self._newline()
             shown = ev.input.get("code") if isinstance(ev.input, dict) and "code" in ev.input else ev.input
             self.console.print(f"[yellow]⚙ {escape(ev.tool)}[/yellow] [dim]{escape(short(shown, 200))}[/dim]")
+        elif kind == "user-query":
+            self._newline()
+            verb = (f"agentstack-lab decisions approve {ev.query_id}   (or: decisions reject {ev.query_id})"
+                    if ev.kind == "approval" else f"agentstack-lab decisions answer {ev.query_id} TEXT")
+            self.console.print(f"[yellow]? {escape(ev.kind)} question from {escape(self.names.get(ev.agent_id, ''))}: "
+                               f"{escape(short(ev.prompt, 200))}[/yellow]\n[dim]  waiting for an answer: "
+                               f"{escape(verb)}[/dim]")
         elif kind == "tool-result":
             self._newline()
             style, text = ("red", ev.error) if ev.error else ("dim", ev.output)
@@ -104,6 +111,8 @@ def _failure_line(run: Any, auto_approve: bool) -> str:
 
     failure = getattr(run, "_failure", None)
     error = run.error or (run.tree.get("error") if run.nodes else None) or run.status
+    if isinstance(failure, HeadlessQueryError) and run.options.query_policy == "wait":
+        return f"run failed closed: {failure}"
     if isinstance(failure, HeadlessQueryError):
         kind = failure.kind
         if kind == "approval" and not auto_approve:
@@ -156,6 +165,13 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
                                              help="Where code runs: subprocess (isolated) or live (this process)."),
                 answer: list[str] = typer.Option(None, "--answer", "-a", metavar="KIND=TEXT",
                                                  help="Answer a clarification/blocking/final question up front."),
+                on_query: str = typer.Option("fail", "--on-query", metavar="fail|wait|auto",
+                                             help="A question nobody answered up front: fail closed, wait for an "
+                                                  "answer from any surface (`agentstack-lab decisions`), or "
+                                                  "auto-approve."),
+                decision_timeout: str = typer.Option(None, "--decision-timeout", metavar="DURATION",
+                                                     help="With --on-query wait: expire a question after this long "
+                                                          "(e.g. 90s, 10m) and fail closed (default: wait forever)."),
                 no_subagents: bool = typer.Option(False, "--no-subagents", help="Do not split into subagents."),
                 max_depth: int = typer.Option(None, "--max-depth"),
                 timeout: float = typer.Option(None, "--timeout", help="Wall-clock budget in seconds."),
@@ -166,8 +182,13 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
     """Run an agent tree headless, streaming its text and tool calls; exit 1 unless it completed."""
     if executor not in ("subprocess", "live"):
         raise UsageError(f"--executor must be 'subprocess' or 'live', got {executor!r}")
+    if on_query not in ("fail", "wait", "auto"):
+        raise UsageError(f"--on-query must be fail, wait or auto; got {on_query!r}")
+    if decision_timeout is not None and on_query != "wait":
+        raise UsageError("--decision-timeout only applies with --on-query wait")
     options: dict[str, Any] = {"interactive": False, "auto_approve": auto_approve, "executor": executor,
-                               "answers": _answers(answer or []), "subagents": not no_subagents}
+                               "answers": _answers(answer or []), "subagents": not no_subagents,
+                               "on_query": on_query, "decision_timeout": decision_timeout}
     if max_depth is not None:
         options["max_depth"] = check_int("--max-depth", max_depth, maximum=1_000)
     if timeout is not None:
@@ -362,3 +383,42 @@ def watch_command(ctx: typer.Context, run: str = typer.Option(None, "--run", "-r
     except KeyboardInterrupt:
         pass
     out.print("Watch stopped.")
+
+
+# --- interventions --------------------------------------------------------------------------------
+def _intervene(ctx: typer.Context, agent_id: str, action: str, text: str | None = None) -> None:
+    import getpass
+
+    from agentstack_lab.decisions import Interventions
+    from agentstack_lab.engine.liveness import reap_orphans
+
+    ws = open_workspace(ctx)
+    reap_orphans(ws.db)  # a dead run's agents are failed first, so they refuse interventions
+    item = Interventions(ws.db).request(agent_id, action, text, surface="cli", by=getpass.getuser())
+    typer.echo(f"{action} queued for agent {item.agent_id[:8]} (run {item.run_id[:8]}); "
+               "its run applies it within a second")
+
+
+@app.command("comment")
+def comment_command(ctx: typer.Context, agent_id: str = typer.Argument(..., help="Agent id (or prefix)."),
+                    text: str = typer.Argument(..., help="The comment; the agent reads it in its next model call.")):
+    """Add a comment to a running agent (in any process)."""
+    _intervene(ctx, agent_id, "comment", text)
+
+
+@app.command("pause")
+def pause_command(ctx: typer.Context, agent_id: str = typer.Argument(..., help="Agent id (or prefix).")):
+    """Pause an agent (and its subagents) before its next step or tool call."""
+    _intervene(ctx, agent_id, "pause")
+
+
+@app.command("resume")
+def resume_command(ctx: typer.Context, agent_id: str = typer.Argument(..., help="Agent id (or prefix).")):
+    """Resume a paused agent."""
+    _intervene(ctx, agent_id, "resume")
+
+
+@app.command("stop")
+def stop_command(ctx: typer.Context, agent_id: str = typer.Argument(..., help="Agent id (or prefix).")):
+    """Stop an agent and its subtree (the root's id stops the whole run)."""
+    _intervene(ctx, agent_id, "stop")

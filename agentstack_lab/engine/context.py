@@ -64,6 +64,10 @@ class AgentContext(Protocol):
         """Count a model call's tokens against the tree's budget (raises ``CancelledError`` past it)."""
         ...
 
+    async def checkpoint(self, node: AgentNode) -> None:
+        """Wait while this agent or an ancestor is paused (called between steps and tool calls)."""
+        ...
+
     async def ask(self, node: AgentNode, kind: QueryKind, prompt: str, options: dict[str, Any] | None = None, *,
                   validate: Callable[[Any], Any] | None = None, optional: bool = False) -> Any:
         """Ask the person a ``user-query`` and return the answer (headless: fails closed or skips)."""

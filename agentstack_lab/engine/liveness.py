@@ -6,7 +6,8 @@ would say ``running`` forever. So every run records its owner in ``run_owners`` 
 same transaction as its first agent row), and :func:`reap_orphans` -- called by the surfaces before
 they read agents, and by every new run -- fails the unfinished agents of runs whose owner is gone,
 once, in one transaction, with an ``agent-state`` and an ``error`` event each, so the ``agents``
-table and the tree rebuilt from the log agree.
+table and the tree rebuilt from the log agree; the run's pending decisions are cancelled in the same
+transaction (nobody is left to act on an answer).
 
 How liveness is decided (:func:`owner_alive`), most exact first:
 
@@ -178,6 +179,7 @@ def _failed_state(state: dict[str, Any], error: str, now: float) -> dict[str, An
 def _reap_run(db: Any, owner: dict[str, Any]) -> list[dict[str, Any]]:
     """Fail the unfinished agents of one run whose owner is gone; one transaction, events included."""
     from agentstack_lab.agents.spawner import check_transition, now_iso
+    from agentstack_lab.decisions import cancel_pending
     from agentstack_lab.events import AgentState, ErrorEvent, to_wire
 
     run_id, pid = owner["run_id"], owner["pid"]
@@ -208,6 +210,8 @@ def _reap_run(db: Any, owner: dict[str, Any]) -> list[dict[str, Any]]:
             conn.execute("UPDATE agents SET status = 'failed', error = ?, ended_at = ?, updated_at = ? WHERE id = ?",
                          (error, stamp, stamp, agent_id))
             reaped.append({"id": agent_id, "run_id": run_id, "was": was, "error": error})
+        # its questions can never be answered now: nothing stays pending forever
+        cancel_pending(conn, run_id, f"owner process {pid} ended", now)
         conn.execute("UPDATE run_owners SET reaped_at = ? WHERE run_id = ?", (now, run_id))
     return reaped
 

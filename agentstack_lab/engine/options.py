@@ -5,11 +5,37 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from agentstack_lab.errors import AgentstackError
+from agentstack_lab.errors import AgentstackError, UsageError
 from agentstack_lab.events import QUERY_KINDS
 
-__all__ = ["RunOptions", "QUERY_KINDS", "AgentRunError", "HeadlessQueryError", "BudgetExceededError",
+__all__ = ["RunOptions", "QUERY_KINDS", "ON_QUERY", "parse_duration", "AgentRunError", "HeadlessQueryError", "BudgetExceededError",
            "AgentFailedError"]
+
+
+
+ON_QUERY = ("fail", "wait", "auto")
+"""Headless query policies: fail closed, wait for any surface (with a timeout), auto-approve."""
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: Any, name: str = "duration") -> float | None:
+    """Seconds from a number or ``"250ms"``/``"90s"``/``"10m"``/``"1h"``; ``None`` stays ``None``."""
+    if value is None:
+        return None
+    seconds: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        unit = next((u for u in ("ms", "s", "m", "h", "d") if text.endswith(u)), "")
+        try:
+            seconds = float(text[: len(text) - len(unit)] if unit else text) * _UNITS.get(unit, 1.0)
+        except ValueError:
+            seconds = None
+    if seconds is None or not seconds > 0 or seconds == float("inf"):
+        raise UsageError(f"{name} must be a positive duration (seconds, or like 90s, 10m, 1h), got {value!r}")
+    return seconds
 
 
 class AgentRunError(AgentstackError, RuntimeError):
@@ -52,6 +78,13 @@ class RunOptions:
     max_turns: int = 8
     final_question: bool = True
     identity: str | None = None  # id or display name of the persistent identity the run acts as
+    on_query: str | None = None
+    """What a question does when no answer was given up front: ``fail``, ``wait`` or ``auto``.
+
+    ``None``: ``wait`` (for as long as ``decision_timeout``, default forever) when ``interactive``,
+    else ``fail``. ``wait`` lets any surface answer (widget, ``agentstack-lab decisions``, MCP)."""
+    decision_timeout: float | str | None = None
+    """Seconds (or ``"90s"``, ``"10m"``, ``"1h"``) a question waits before it expires and the run fails closed."""
 
     def __post_init__(self) -> None:
         for name in ("max_depth", "max_children", "max_agents", "max_turns"):
@@ -66,9 +99,17 @@ class RunOptions:
             raise ValueError(f"RunOptions.executor must be 'live' or 'subprocess', got {self.executor!r}")
         if self.identity is not None and (not isinstance(self.identity, str) or not self.identity.strip()):
             raise ValueError(f"RunOptions.identity must be a non-empty identity id or name, got {self.identity!r}")
+        if self.on_query is not None and self.on_query not in ON_QUERY:
+            raise ValueError(f"RunOptions.on_query must be one of {', '.join(ON_QUERY)}, got {self.on_query!r}")
+        self.decision_timeout = parse_duration(self.decision_timeout, "RunOptions.decision_timeout")
         bad = sorted(set(self.answers) - set(QUERY_KINDS))
         if bad:
             raise ValueError(f"RunOptions.answers: unknown query kinds {bad}; expected {', '.join(QUERY_KINDS)}")
+
+    @property
+    def query_policy(self) -> str:
+        """The effective ``on_query`` policy (see :attr:`on_query`)."""
+        return self.on_query or ("wait" if self.interactive else "fail")
 
     @classmethod
     def coerce(cls, value: Any, config: Any = None) -> RunOptions:

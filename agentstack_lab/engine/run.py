@@ -55,6 +55,15 @@ __all__ = ["AgentRun", "RunOptions", "run_agent", "HeadlessQueryError", "BudgetE
 log = logging.getLogger(__name__)
 
 
+def _user() -> str | None:
+    """Who answers from this process (the login name), for "already answered (by …)"."""
+    import getpass
+
+    with contextlib.suppress(Exception):
+        return getpass.getuser()
+    return None
+
+
 class AgentRun:
     """A recursive agent run; ``await run`` for the result, ``run.tree`` for a snapshot."""
 
@@ -92,7 +101,10 @@ class AgentRun:
         self._failure: BaseException | None = None
         self._events: list[OutboundEvent] = []
         self._subscribers: list[Callable[[OutboundEvent], Any]] = []
-        self._queries: dict[str, tuple[UserQuery, asyncio.Future[Any], Callable[[Any], Any] | None]] = {}
+        # query id -> (query, future, validator); the future is None when the query is a persisted decision
+        self.open_queries: dict[str, tuple[UserQuery, asyncio.Future[Any] | None, Callable[[Any], Any] | None]] = {}
+        self.decision_store: Any = None  # the workspace's Decisions when it has a database
+        self._resume: dict[str, asyncio.Event] = {}
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._log: EventLog | None = None
@@ -136,7 +148,7 @@ class AgentRun:
 
     @property
     def pending_queries(self) -> list[UserQuery]:
-        return [q for q, fut, _ in self._queries.values() if not fut.done()]
+        return [q for q, fut, _ in self.open_queries.values() if fut is None or not fut.done()]
 
     def start(self) -> AgentRun:
         """Schedule the run on the running loop and return at once.
@@ -221,15 +233,29 @@ class AgentRun:
             raise ValueError("start-agent begins a new run: create another AgentRun")
         raise TypeError(f"cannot send {type(event).__name__} to a run")
 
-    def respond(self, query_id: str, response: Any) -> None:
-        """Answer a pending ``user-query``; an invalid answer raises and leaves the query pending."""
-        entry = self._queries.get(query_id)
-        if entry is None or entry[1].done():
+    def respond(self, query_id: str, response: Any, *, surface: str = "widget", by: str | None = None) -> None:
+        """Answer a pending ``user-query``; an invalid answer raises and leaves the query pending.
+
+        With a workspace database the answer goes through ``decisions.answer``, like every other
+        surface's: when the CLI or MCP answered first, this raises ``DecisionClosedError`` naming them.
+        """
+        entry = self.open_queries.get(query_id)
+        if (entry is None or (entry[1] is not None and entry[1].done())) and self.decision_store is not None:
+            with contextlib.suppress(KeyError):
+                decision = self.decision_store.get(query_id)
+                if decision.run_id == self.id and not decision.pending:
+                    from agentstack_lab.decisions import DecisionClosedError
+
+                    raise DecisionClosedError(decision.closed_message())
+        if entry is None or (entry[1] is not None and entry[1].done()):
             pending = ", ".join(q.query_id for q in self.pending_queries) or "none"
             raise KeyError(f"no pending query {query_id!r} (pending: {pending})")
         query, fut, validate = entry
         if validate is not None:
             validate(response)
+        if fut is None:
+            self.decision_store.answer(query_id, response, by=by or _user(), surface=surface)
+            return
         self._on_loop(lambda: fut.done() or fut.set_result(response))
 
     def intervene(self, agent_id: str, *, user_comment: str | None = None, user_content: str | None = None,
@@ -241,8 +267,9 @@ class AgentRun:
         gets it in its next model call, as the text to continue from.
         """
         node = self._node(agent_id)
-        if status is not None and status != "stopped":
-            raise ValueError(f"an intervention can only set status 'stopped', got {status!r}")
+        if status is not None and status not in ("stopped", "paused", "running"):
+            raise ValueError(f"an intervention can set status 'stopped', 'paused' or 'running' (resume), "
+                             f"got {status!r}")
         if user_comment is None and user_content is None and status is None:
             raise ValueError("an intervention needs user_comment, user_content or status")
         for name, value in (("user_comment", user_comment), ("user_content", user_content)):
@@ -264,8 +291,28 @@ class AgentRun:
                 self.emit_state(node, with_content=user_content is not None)
             if status == "stopped":
                 self._stop_subtree(node, "stopped by the user")
+            elif status == "paused" and not node.terminal and not node.metadata.get("paused"):
+                node.metadata["paused"] = True
+                self.emit_state(node)
+            elif status == "running" and node.metadata.pop("paused", None):
+                self._resume.pop(node.id, asyncio.Event()).set()
+                self.emit_state(node)
 
         self._on_loop(apply)
+
+    async def checkpoint(self, node: AgentNode) -> None:
+        """Between steps and tool calls: wait while this agent or an ancestor is paused."""
+        while True:
+            held = next((n for n in self._lineage(node) if n.metadata.get("paused")), None)
+            if held is None:
+                return
+            await self._resume.setdefault(held.id, asyncio.Event()).wait()
+
+    def _lineage(self, node: AgentNode) -> list[AgentNode]:
+        out = [node]
+        while out[-1].parent_id and out[-1].parent_id in self.nodes:
+            out.append(self.nodes[out[-1].parent_id])
+        return out
 
     def stop(self, agent_id: str | None = None, *, reason: str = "stopped by the user") -> None:
         """Stop the whole run (no id) or one agent and its subtree."""
@@ -308,39 +355,17 @@ class AgentRun:
 
     async def ask(self, node: AgentNode, kind: str, prompt: str, options: dict[str, Any] | None = None, *,
                   validate: Callable[[Any], Any] | None = None, optional: bool = False) -> Any:
-        """Ask the person; answers given up front are used first; headless with no answer fails closed."""
-        opts = self.options
-        if kind in opts.answers:
-            answer = opts.answers[kind]
-            self._record_answer(node, kind, prompt, answer, "answers")
-            return answer
-        if not opts.interactive:
-            if optional:
-                self.note(node, f"{kind} question skipped (headless): {prompt}")
-                return None
-            raise HeadlessQueryError(
-                f"agent {node.name} needs an answer to a {kind} query ({prompt!r}) but the run is headless "
-                f"(interactive=False) and none was given; pass answers={{{kind!r}: ...}}"
-                + (" or auto_approve=True" if kind == "approval" else ""), kind)
-        query = UserQuery(agent_id=node.id, query_id=str(uuid.uuid4()), kind=kind, prompt=prompt,  # type: ignore[arg-type]
-                          options=dict(options or {}))
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queries[query.query_id] = (query, fut, validate)
-        node.set_status("waiting_user")
-        self.emit_state(node)
-        self.emit(query)
-        try:
-            answer = await fut
-        finally:
-            self._queries.pop(query.query_id, None)
-        node.set_status("running")
-        self._record_answer(node, kind, prompt, answer, "user")
-        return answer
+        """Ask the person: a persisted decision any surface answers (see :mod:`agentstack_lab.engine.queries`)."""
+        from agentstack_lab.engine.queries import ask
 
-    def _record_answer(self, node: AgentNode, kind: str, prompt: str, answer: Any, source: str) -> None:
+        return await ask(self, node, kind, prompt, options, validate=validate, optional=optional)
+
+    def record_answer(self, node: AgentNode, kind: str, prompt: str, answer: Any, source: str, *,
+                      query_id: str | None = None, by: str | None = None) -> None:
+        """Keep a query's answer in the agent's metadata (the tree shows the Q&A trace from it)."""
         shown = answer if kind != "approval" or not isinstance(answer, dict) else {"approved": answer.get("approved")}
         node.metadata.setdefault("answers", []).append({"kind": kind, "question": prompt, "answer": shown,
-                                                        "source": source})
+                                                        "source": source, "queryId": query_id, "by": by})
         self.emit_state(node)
 
     def spawn_child(self, parent: AgentNode, prompt: str, agent_type: str | None = None, *,
@@ -531,6 +556,9 @@ class AgentRun:
         reap_orphans(db)  # agents of runs whose process died are failed, not left "running"
         self._log = EventLog(db, self.id)
         self._log.start()
+        from agentstack_lab.decisions import decisions_for
+
+        self.decision_store = decisions_for(self.workspace)
         root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt,
                          identity_id=self.identity.agent_id if self.identity else None,
                          metadata={"provider": getattr(self.provider, "name", "?"),
@@ -543,7 +571,7 @@ class AgentRun:
             self._log.write_now()
 
     async def _main(self) -> None:
-        watchdog = None
+        watchdog = control = None
         root = self.nodes[self.id]
         try:
             if root.terminal:  # stopped before it began
@@ -553,6 +581,11 @@ class AgentRun:
                     self.options.timeout_s, self._budget_stop,
                     f"budget exceeded: timeout_s={self.options.timeout_s:g} (wall clock)")
             root.task = asyncio.get_running_loop().create_task(self._agent(root), name=f"agentstack-{root.name}")
+            if self.decision_store is not None:
+                from agentstack_lab.engine.control import follow_interventions
+
+                control = asyncio.get_running_loop().create_task(
+                    follow_interventions(self, self.decision_store.db), name=f"agentstack-control-{self.id[:8]}")
             try:
                 await asyncio.shield(root.task)
             except asyncio.CancelledError:
@@ -571,8 +604,16 @@ class AgentRun:
         finally:
             if watchdog is not None:
                 watchdog.cancel()
-            for _q, fut, _v in list(self._queries.values()):
-                fut.cancel()
+            if control is not None:
+                control.cancel()
+                with contextlib.suppress(BaseException):
+                    await control
+            for _q, fut, _v in list(self.open_queries.values()):
+                if fut is not None:
+                    fut.cancel()
+            if self.decision_store is not None:  # nothing may stay pending for a run that is over
+                with contextlib.suppress(Exception):
+                    self.decision_store.cancel_for_run(self.id, f"the run ended ({root.status})")
             if self._log is not None:
                 await self._log.close()
 

@@ -104,6 +104,7 @@ def _with_comments(node: AgentNode, messages: list[Message]) -> list[Message]:
 
 async def _structured(ctx: AgentContext, node: AgentNode, step: str, schema: type[BaseModel], context: str) -> Any:
     """A structured step; a reply that never matches the schema skips the step (noted), it does not fail the agent."""
+    await ctx.checkpoint(node)  # a paused agent waits here
     messages = _with_comments(node, [Message(role="user", content=context)])
     try:
         value, completion = await structured(ctx.provider, _request(ctx, node, step, messages), schema)
@@ -117,6 +118,7 @@ async def _structured(ctx: AgentContext, node: AgentNode, step: str, schema: typ
 
 
 async def _stream(ctx: AgentContext, node: AgentNode, request: ProviderRequest) -> Completion:
+    await ctx.checkpoint(node)  # a paused agent waits here
     def on_text(text: str) -> None:
         node.content += text
         ctx.emit(TextDelta(agent_id=node.id, delta=text))

@@ -78,6 +78,7 @@ async def dispatch(ctx: AgentContext, node: AgentNode, call: ToolUseEvent) -> To
     carrying the error, then raises :class:`HeadlessQueryError` (the run fails closed).
     """
     # code may print an API key (the live kernel holds the user's environment): never log or send it on
+    await ctx.checkpoint(node)  # a paused agent waits here
     hidden = ctx.secrets()
     ctx.emit(ToolCall(agent_id=node.id, tool=call.name, input=redact(call.input, hidden)))
     closed: HeadlessQueryError | None = None
@@ -117,8 +118,9 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
                                validate=lambda r: parse_approval(r, code))
         approved, new_code = parse_approval(answer, code)
         if not approved:
-            return {"text": "The user rejected running this code. Do not run it again; continue without it "
-                            "or propose something different."}, "rejected by the user"
+            why = answer.get("reason") if isinstance(answer, dict) else None
+            return {"text": "The user rejected running this code" + (f" ({why})" if why else "") + ". Do not run it "
+                            "again; continue without it or propose something different."}, "rejected by the user"
         edited, code = new_code != code, new_code
     result = await ctx.executor.run(code, context=ctx.exec_context(node, call.id))
     out = redact(result.to_dict(), hidden)

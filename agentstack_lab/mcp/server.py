@@ -33,7 +33,8 @@ INTERNAL_ERROR = "internal error (see server log)"
 
 INSTRUCTIONS = (
     "agentstack-lab: recursive LLM agents over one SQLite workspace. agent_run starts a headless run "
-    "(auto_approve must be set for agents to run Python; questions need `answers`); agent_status, "
+    "(auto_approve must be set for agents to run Python; questions need `answers`, or start it with "
+    "on_query='wait' and answer with decision_list/decision_answer); agent_status, "
     "agent_tree and agent_list read the workspace database, so they also show runs of other processes "
     "(notebooks, the CLI). memory_* honour sessions: pass session_id and the session_token that "
     "session_start returned (once) to use a session's private namespace; keep the token to yourself. "

@@ -26,6 +26,7 @@ from pydantic import Field
 
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
 from agentstack_lab.events import AgentStatus, QuestionKind
+from agentstack_lab.mcp.decision_tools import DECISION_TOOL_NAMES, DecisionTools
 
 if TYPE_CHECKING:
     from agentstack_lab.agents.identity import IdentityService
@@ -41,6 +42,7 @@ TOOL_NAMES = (
     "session_start", "session_end", "session_status", "session_active",
     "identity_create", "identity_transition", "identity_audit",
     "system_status",
+    *DECISION_TOOL_NAMES,
 )
 
 SessionId = Annotated[str | None, Field(min_length=1, description="Act within this session (its private namespace "
@@ -57,7 +59,7 @@ def _asdict(obj: Any) -> dict[str, Any]:
     return dataclasses.asdict(obj)
 
 
-class Toolbox:
+class Toolbox(DecisionTools):
     """The tools of one workspace; agent runs started here are kept in :attr:`runs`."""
 
     def __init__(self, workspace: Workspace):
@@ -85,8 +87,13 @@ class Toolbox:
         identity: Annotated[str | None, Field(min_length=1, description="Id or display name of the persistent "
                                                                         "identity the run acts as (not retired).")
                             ] = None,
+        on_query: Annotated[Literal["fail", "wait", "auto"], Field(
+            description="A question nobody answered up front: fail closed, wait for an answer from any surface "
+                        "(decision_answer, the CLI, a notebook), or auto-approve.")] = "fail",
+        decision_timeout: Annotated[float | None, Field(gt=0, description="With on_query=wait: seconds before an "
+                                                        "unanswered question expires and the run fails.")] = None,
     ) -> dict[str, Any]:
-        """Start a headless agent run (no one to ask: questions need `answers`, code needs auto_approve)."""
+        """Start a headless agent run; its questions fail it closed, wait for decision_answer, or are auto-approved."""
         from agentstack_lab.engine import AgentRun
 
         if session_id is not None:
@@ -94,7 +101,8 @@ class Toolbox:
         elif session_token is not None:
             raise UsageError("session_token was given without session_id")
         options: dict[str, Any] = {"interactive": False, "auto_approve": auto_approve, "executor": executor,
-                                   "subagents": subagents, "answers": dict(answers or {})}
+                                   "subagents": subagents, "answers": dict(answers or {}), "on_query": on_query,
+                                   "decision_timeout": decision_timeout}
         if max_depth is not None:
             options["max_depth"] = max_depth
         if timeout_s is not None:
@@ -173,8 +181,11 @@ class Toolbox:
                 raise UsageError(f"agent {row.name} already {row.status}; nothing to stop")
             if row.run_id is None:
                 return _asdict(Spawner(self.ws.db).stop(row.id, reason))
-            raise NotFoundError(f"run {row.run_id} is not running in this MCP server (it was started by another "
-                              "process, or that process ended); stop it where it runs")
+            from agentstack_lab.decisions import Interventions
+
+            item = Interventions(self.ws.db).request(row.id, "stop", surface="mcp", by="mcp client")
+            return {"agent_id": row.id, "run_id": row.run_id, "status": row.status, "error": None,
+                    "queued": item.id, "note": "the run lives in another process; it stops there within a second"}
         if node.terminal:
             raise UsageError(f"agent {node.name} already {node.status}; nothing to stop")
         run.stop(None if node.id == run.id else node.id, reason=reason)

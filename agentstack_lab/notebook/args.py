@@ -111,6 +111,8 @@ class AgentArgs:
     executor: str | None = None
     answers: dict[str, str] = field(default_factory=dict)
     identity: str | None = None
+    on_query: str | None = None
+    decision_timeout: str | None = None
 
 
 def agent_parser() -> argparse.ArgumentParser:
@@ -137,6 +139,11 @@ def agent_parser() -> argparse.ArgumentParser:
                    "(a retired one is refused)")
     p.add_argument("--answer", action="append", type=_answer, default=[], metavar="KIND=TEXT",
                    help="reply given up front to a clarification, blocking or final question")
+    p.add_argument("--on-query", choices=("fail", "wait", "auto"),
+                   help="a question nobody answered up front: fail closed, wait for any surface (the widget, "
+                        "`agentstack-lab decisions`, MCP), or auto-approve (default: wait; with --wait: fail)")
+    p.add_argument("--decision-timeout", metavar="DURATION",
+                   help="how long a question waits (seconds, or 90s, 10m, 1h) before it expires and the run fails")
     return p
 
 

@@ -28,7 +28,10 @@ STATUS_VARS = {
 }
 STATUS_LABELS = {"waiting_user": "waiting for you"}
 SOURCE_LABELS = {"user": "by you", "answers": "from the answers given up front", "cli": "from the terminal",
-                 "mcp": "from an MCP client", "lab": "from the Agents panel"}
+                 "mcp": "from an MCP client", "lab": "from the Agents panel",
+                 # the decision surfaces the engine records (agentstack_lab.decisions.SURFACES)
+                 "widget": "by you", "options": "from the answers given up front", "python": "from Python",
+                 "policy": "by the run's on_query policy"}
 
 _STATUS_CSS = "".join(
     f".agentstack-tree .s-{s}{{--agentstack-c:var({v})}}" for s, v in STATUS_VARS.items())

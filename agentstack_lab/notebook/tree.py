@@ -123,6 +123,7 @@ class NodeState:
     usage: dict[str, int] = field(default_factory=dict)
     tools: list[ToolCallState] = field(default_factory=list)
     queries: dict[str, UserQuery] = field(default_factory=dict)
+    answered_from: str | None = None  # "answered from the terminal (by alice)" when another surface answered
     children: list[str] = field(default_factory=list)
     # ("text", str) and ("tool", index into tools), in the order they happened
     transcript: list[tuple[str, Any]] = field(default_factory=list)
@@ -156,6 +157,17 @@ def _num(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
+
+
+def _answered_from(answer: dict[str, Any]) -> str | None:
+    """A line for a question another surface answered (the widget's own answers need none)."""
+    from agentstack_lab.decisions import surface_label
+
+    source = answer.get("source")
+    if source in (None, "widget", "user"):
+        return None
+    by = f" (by {answer['by']})" if answer.get("by") else ""
+    return f"{answer.get('kind', 'question')} answered from {surface_label(source)}{by}"
 
 
 class TreeState:
@@ -234,6 +246,9 @@ class TreeState:
                 node.error = str(s["error"])
             if s.get("status"):
                 self._set_status(node, s["status"])
+            answers = (s.get("metadata") or {}).get("answers") if isinstance(s.get("metadata"), dict) else None
+            if answers and isinstance(answers[-1], dict):
+                node.answered_from = _answered_from(answers[-1])
         elif isinstance(event, TextDelta):
             node.content += event.delta
             if node.transcript and node.transcript[-1][0] == "text":

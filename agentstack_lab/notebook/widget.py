@@ -152,6 +152,7 @@ class _NodeView:
         self.confirm_no.on_click(lambda _b: self._confirming(False))
         self.card: QueryCard | None = None
         self._segments: list[tuple[Any, W.Widget]] = []  # (what was drawn, its widget), per transcript item
+        self._answered_from: str | None = None  # the note shown when another surface answered
         self._status = ""
         self._folded = False
         self._touched = False  # the person toggled this node: automatic folding leaves it alone
@@ -281,14 +282,20 @@ class _NodeView:
 
     def _update_query(self, node: NodeState) -> None:
         query = node.pending_query
-        if (self.card.query.query_id if self.card else None) == (query.query_id if query else None):
+        shown = self.card.query.query_id if self.card else None
+        if shown == (query.query_id if query else None) and (query is not None
+                                                             or self._answered_from == node.answered_from):
             return
         if self.card is not None:
             self.card.close()  # an answered question's widgets are gone for good
             self.card = None
         if query is None:
-            self.query.children = ()
-            _hidden(self.query, True)
+            self._answered_from = node.answered_from
+            note = W.HTML(f"<i>{escape(node.answered_from)}</i>") if node.answered_from else None
+            if note is not None:
+                note.add_class("agentstack-answered-elsewhere")
+            self.query.children = (note,) if note is not None else ()
+            _hidden(self.query, note is None)
             return
         tool = next((t.tool for t in reversed(node.tools) if not t.done), "python")
         self.card = QueryCard(query, lambda r, q=query.query_id: self.tree.respond(self.id, q, r),

@@ -336,15 +336,29 @@ async def answer_query(state: ServerState, agent_id: str, query_id: str, respons
     """Answer a user query of any run: one hosted here directly, others through the workspace."""
     run = state.local_run_of(agent_id)
     if run is not None:
-        run.respond(query_id, response)
+        run.respond(query_id, response, surface="lab")
         return
-    raise NotFoundError(f"no pending query {query_id} of agent {agent_id} is reachable from this server")
+    from agentstack_lab.decisions import DecisionNotFoundError, decisions_for
+
+    try:  # a run of another process: answer its persisted decision
+        decisions_for(state.workspace).answer(query_id, response, surface="lab")
+    except DecisionNotFoundError:
+        raise NotFoundError(f"no pending query {query_id} of agent {agent_id} in this workspace") from None
 
 
 async def intervene(state: ServerState, event: Any) -> None:
     run = state.local_run_of(event.agent_id)
-    if run is None:
-        raise NotFoundError(f"agent {event.agent_id} is not running in a process this server can reach")
+    if run is None:  # a run of another process: queue it for that process
+        from agentstack_lab.decisions import Interventions
+
+        if event.status not in (None, "stopped", "paused", "running"):
+            raise UsageError(f"an intervention can set status 'stopped', 'paused' or 'running', got {event.status!r}")
+        actions = [("comment", event.user_comment), ("content", event.user_content)]
+        actions += [({"stopped": "stop", "paused": "pause", "running": "resume"}.get(event.status), None)]
+        for action, text in actions:
+            if action is not None and (text is not None or action in ("stop", "pause", "resume")):
+                Interventions(state.workspace.db).request(event.agent_id, action, text, surface="lab")
+        return
     if event.status == "stopped":
         run.stop(event.agent_id)
     else:

@@ -372,3 +372,57 @@ def engine_agents_names_free_when_done(conn: Any) -> None:
         conn.execute(index_sql)
     conn.execute("CREATE UNIQUE INDEX agents_live_name ON agents(name)"
                  " WHERE status NOT IN ('completed', 'failed', 'stopped')")
+
+
+@migration
+def services_decisions(conn: Any) -> None:
+    """Persisted decisions: every question a run puts to a person, and every consensus checkpoint.
+
+    ``state`` goes ``pending → answered | expired | cancelled`` once (a conditional ``UPDATE … WHERE
+    state = 'pending'`` decides who wins); ``answer``/``options``/``metadata`` are JSON. Times are unix
+    seconds. See ``agentstack_lab/decisions/``.
+    """
+    conn.execute("""
+        CREATE TABLE decisions (
+            id TEXT PRIMARY KEY,
+            run_id TEXT,
+            agent_id TEXT,
+            kind TEXT NOT NULL,
+            prompt TEXT NOT NULL,
+            options TEXT NOT NULL DEFAULT '{}',
+            code TEXT,
+            state TEXT NOT NULL DEFAULT 'pending'
+                CHECK (state IN ('pending', 'answered', 'expired', 'cancelled')),
+            answer TEXT,
+            answered_by TEXT,
+            surface TEXT,
+            reason TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            answered_at REAL,
+            expires_at REAL
+        )""")
+    conn.execute("CREATE INDEX decisions_state ON decisions(state, created_at)")
+    conn.execute("CREATE INDEX decisions_run ON decisions(run_id, state)")
+
+
+@migration
+def services_interventions(conn: Any) -> None:
+    """User interventions for a run that may live in another process: comment, content, pause, resume, stop.
+
+    The owning engine applies each row once (``applied_at``) between steps and tool calls.
+    """
+    conn.execute("""
+        CREATE TABLE interventions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            agent_id TEXT NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('comment', 'content', 'pause', 'resume', 'stop')),
+            text TEXT,
+            surface TEXT,
+            created_by TEXT,
+            created_at REAL NOT NULL,
+            applied_at REAL,
+            error TEXT
+        )""")
+    conn.execute("CREATE INDEX interventions_pending ON interventions(run_id, applied_at)")

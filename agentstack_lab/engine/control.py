@@ -1,0 +1,71 @@
+"""Interventions from other processes: the owning run applies what the CLI or MCP queued for it.
+
+``agentstack-lab agent comment|pause|resume|stop ID`` and the MCP intervention tools write a row of
+``interventions`` (see :mod:`agentstack_lab.decisions.interventions`); :func:`follow_interventions`
+runs beside the run, looks at ``PRAGMA data_version`` every :data:`POLL_S` (100 ms; a read of the
+WAL index, no disk I/O), and applies new rows through :meth:`AgentRun.intervene` / :meth:`AgentRun.stop`,
+exactly as the widget does. Pause is a flag the agent honours between steps and tool calls
+(:meth:`AgentRun.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentstack_lab.engine.run import AgentRun
+
+__all__ = ["follow_interventions", "apply_intervention", "POLL_S"]
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.1
+"""Seconds between looks for new interventions."""
+
+_LABEL = {"cli": "the terminal", "mcp": "MCP", "lab": "JupyterLab"}
+
+
+def apply_intervention(run: AgentRun, item: Any) -> None:
+    """Apply one queued intervention to ``run`` (raises a ValueError/KeyError when it cannot)."""
+    where = _LABEL.get(item.surface or "", item.surface or "another process")
+    if item.action == "comment":
+        run.intervene(item.agent_id, user_comment=item.text)
+    elif item.action == "content":
+        run.intervene(item.agent_id, user_content=item.text)
+    elif item.action == "pause":
+        run.intervene(item.agent_id, status="paused")
+    elif item.action == "resume":
+        run.intervene(item.agent_id, status="running")
+    elif item.action == "stop":
+        run.stop(item.agent_id, reason=f"stopped by the user from {where}")
+    else:
+        raise ValueError(f"unknown intervention {item.action!r}")
+
+
+async def follow_interventions(run: AgentRun, db: Any) -> None:
+    """Apply this run's queued interventions until cancelled."""
+    from agentstack_lab.decisions import Interventions
+
+    interventions = Interventions(db)
+    conn = db.conn
+    seen, polls = None, 0
+    while True:
+        try:
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            polls += 1
+            if version != seen or polls % 10 == 0:  # every second anyway: writes on this connection
+                seen = version
+                for item in await asyncio.to_thread(interventions.pending, run.id):
+                    error = None
+                    try:
+                        apply_intervention(run, item)
+                    except (ValueError, KeyError, TypeError) as exc:
+                        error = str(exc)
+                    await asyncio.to_thread(interventions.mark_applied, item.id, error)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed look is retried; the run goes on
+            log.debug("agentstack-lab: could not read interventions of run %s: %s", run.id, exc)
+        await asyncio.sleep(POLL_S)
