@@ -15,7 +15,16 @@ import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from agentstack_lab.errors import AgentstackError
@@ -102,6 +111,40 @@ class AgentsConfig(_Section):
     executor: Literal["live", "subprocess"] = "live"
 
 
+class DriftConfig(_Section):
+    """Drift detection (seed §4.1, ``tasks/drift.py``): a subtask whose input repeats an ancestor's."""
+
+    enabled: bool = False
+    threshold: float = Field(0.95, ge=0, le=1)
+    warning_threshold: float | None = Field(None, ge=0, le=1)
+    ancestor_depth: int = Field(3, ge=1)
+    behavior: Literal["warn", "prevent"] = "warn"
+
+    @model_validator(mode="after")
+    def _warning_below_threshold(self) -> DriftConfig:
+        if self.warning_threshold is not None and self.warning_threshold >= self.threshold:
+            raise PydanticCustomError("warning_threshold", "warning_threshold must be below threshold")
+        return self
+
+
+class ConsensusConfig(_Section):
+    """Consensus checkpoints (seed §4.2, ``tasks/consensus.py``): risky subtasks wait for a reviewer."""
+
+    enabled: bool = False
+    require_for_risk_levels: list[Literal["low", "medium", "high"]] = Field(default_factory=lambda: ["high", "medium"])
+    reviewer_strategy: Literal["human", "adversarial", "auto"] = "adversarial"
+    timeout_s: float = Field(300.0, gt=0)
+    max_depth: int = Field(5, ge=1)
+    auto_reject: bool = False
+    high_risk_agent_types: list[str] = Field(default_factory=lambda: ["coder", "devops", "security-auditor"])
+    medium_risk_agent_types: list[str] = Field(default_factory=lambda: ["architect", "coordinator", "analyst"])
+    high_risk_patterns: list[str] = Field(default_factory=lambda: [
+        "delete", "remove", "drop", "deploy", "production", "credentials", "secret", "password", "token",
+        "api key"])
+    medium_risk_patterns: list[str] = Field(default_factory=lambda: ["modify", "update", "change", "configure",
+                                                                      "install"])
+
+
 class WorkflowsConfig(_Section):
     max_iterations: int = Field(3, ge=1)
     cell_timeout: float = Field(600, gt=0)
@@ -112,13 +155,16 @@ class Config(_Section):
     """The whole configuration; every section is defaulted.
 
     Every field has an effect somewhere (a section is added with the code that reads it): the
-    ``drift``, ``consensus``, ``monitoring`` and ``plugins`` sections were removed while nothing
-    read them, so a file that sets them is told "unknown key" instead of being silently ignored.
+    ``monitoring`` and ``plugins`` sections were removed while nothing read them, so a file that sets
+    them is told "unknown key" instead of being silently ignored. ``drift`` and ``consensus`` are read
+    by ``tasks/`` and the engine's ``gate.py``.
     """
 
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    drift: DriftConfig = Field(default_factory=DriftConfig)
+    consensus: ConsensusConfig = Field(default_factory=ConsensusConfig)
     workflows: WorkflowsConfig = Field(default_factory=WorkflowsConfig)
 
     _source: Path | None = PrivateAttr(default=None)

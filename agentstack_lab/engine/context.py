@@ -74,8 +74,15 @@ class AgentContext(Protocol):
         ...
 
     def spawn_child(self, parent: AgentNode, prompt: str, agent_type: str | None = None, *,
-                    origin: str = "fork") -> AgentNode:
-        """Start a child agent within the budgets (``BudgetExceededError`` otherwise)."""
+                    origin: str = "fork", agent_id: str | None = None) -> AgentNode:
+        """Start a child agent within the budgets (``BudgetExceededError``; drift may refuse it)."""
+        ...
+
+    async def gate(self, parent: AgentNode, subtasks: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+        """The planned ``(question, type)`` subtasks that may run, as ``(child id, question, type)``.
+
+        Consensus (when configured) holds them on a checkpoint and drops the rejected ones.
+        """
         ...
 
     def children(self, node: AgentNode) -> list[AgentNode]:

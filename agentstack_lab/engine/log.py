@@ -29,12 +29,14 @@ class EventLog:
 
     def __init__(self, db: Any, run_id: str, *, interval: float = 0.05, batch: int = 512):
         from agentstack_lab.agents.spawner import Spawner
+        from agentstack_lab.tasks.store import TaskStore
 
         self.db = db
         self.run_id = run_id
         self.interval = interval
         self.batch = batch
         self._spawner = Spawner(db)
+        self._tasks = TaskStore(db)  # every agent is also a task row (same id), written in the same transaction
         self._events: list[tuple[OutboundEvent, float]] = []
         self._rows: dict[str, dict[str, Any]] = {}
         self._wake: asyncio.Event | None = None
@@ -105,6 +107,7 @@ class EventLog:
             if not self._owned:  # the owner is on record before (or with) the run's first agent row
                 register_owner(conn, self.run_id)
             self._spawner.upsert_many(conn, rows)
+            self._tasks.upsert_agents(conn, rows)
             conn.executemany(
                 "INSERT INTO events (run_id, agent_id, type, payload, created_at) VALUES (?,?,?,?,?)",
                 [(self.run_id, getattr(ev, "agent_id", None), ev.type, json.dumps(to_wire(ev), default=str), t)

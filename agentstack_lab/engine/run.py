@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.executors import ExecContext, Executor, make_executor
+from agentstack_lab.engine.gate import RunControl
 from agentstack_lab.engine.log import EventLog
 from agentstack_lab.engine.options import (
     AgentFailedError,
@@ -109,6 +110,7 @@ class AgentRun:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._log: EventLog | None = None
         self._tokens = 0
+        self.control = RunControl(self)  # tasks' drift checks and consensus checkpoints (engine/gate.py)
 
     @staticmethod
     def _resolve_provider(provider: Any, workspace: Workspace, model: str | None) -> Any:
@@ -368,9 +370,17 @@ class AgentRun:
                                                         "source": source, "queryId": query_id, "by": by})
         self.emit_state(node)
 
+    async def gate(self, parent: AgentNode, subtasks: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+        """Consensus on a parent's planned subtasks (see :mod:`agentstack_lab.engine.gate`)."""
+        return await self.control.gate(parent, subtasks)
+
     def spawn_child(self, parent: AgentNode, prompt: str, agent_type: str | None = None, *,
-                    origin: str = "fork") -> AgentNode:
-        """Create and start a child agent, within the depth, breadth and agent-count budgets."""
+                    origin: str = "fork", agent_id: str | None = None) -> AgentNode:
+        """Create and start a child agent, within the depth, breadth and agent-count budgets.
+
+        With drift detection on, a child whose prompt repeats an ancestor's is started with a warning
+        or, under ``prevent``, not started (``DriftPreventedError``; the parent gets a note).
+        """
         agent_type = agent_type or self.default_type
         self.registry.get(agent_type)
         opts = self.options
@@ -383,9 +393,12 @@ class AgentRun:
             raise BudgetExceededError(f"max_agents={opts.max_agents} reached for this run")
         if parent.terminal:
             raise AgentRunError(f"agent {parent.name} is {parent.status} and cannot start subagents")
-        child = AgentNode(id=str(uuid.uuid4()), type=agent_type, prompt=prompt, depth=parent.depth + 1,
-                          parent_id=parent.id, identity_id=parent.identity_id, metadata={"origin": origin})
+        child_id = agent_id or str(uuid.uuid4())
+        flags, vector = self.control.check_spawn(parent, prompt, agent_type, child_id)
+        child = AgentNode(id=child_id, type=agent_type, prompt=prompt, depth=parent.depth + 1,
+                          parent_id=parent.id, identity_id=parent.identity_id, metadata={"origin": origin, **flags})
         self.nodes[child.id] = child
+        self.control.spawned(child, vector)
         parent.subagents.append(child.id)
         self.emit_state(child)
         self.emit_state(parent)
@@ -465,7 +478,7 @@ class AgentRun:
             if n.task is not None and not n.task.done():
                 n.task.cancel(reason)
             elif n.status in ("pending", "running", "waiting_user"):
-                self._finish(n, "stopped", error=n.stop_reason)
+                self.finish_agent(n, "stopped", error=n.stop_reason)
 
     def _budget_stop(self, reason: str) -> None:
         if self._failure is None:
@@ -475,7 +488,8 @@ class AgentRun:
         if root is not None:
             self._stop_subtree(root, reason)
 
-    def _finish(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None) -> None:
+    def finish_agent(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None) -> None:
+        """End one agent with ``status`` (and its result or error), announcing the change."""
         node.set_status(status)
         if status == "completed":
             node.result = result
@@ -498,7 +512,7 @@ class AgentRun:
             reason = node.stop_reason or (exc.args[0] if exc.args else None) or "stopped"
             await self._settle_children(node, reason)
             if not node.terminal:
-                self._finish(node, "stopped", error=reason)
+                self.finish_agent(node, "stopped", error=reason)
             return
         except HeadlessQueryError as exc:
             if self._failure is None:
@@ -507,18 +521,18 @@ class AgentRun:
             if root is not node:
                 self._stop_subtree(root, f"run failed: {exc}")
             await self._settle_children(node, f"run failed: {exc}")
-            self._finish(node, "failed", error=str(exc))
+            self.finish_agent(node, "failed", error=str(exc))
             return
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             if not isinstance(exc, AgentstackError):  # a bug, not a refusal: keep its traceback
                 log.exception("agentstack-lab: agent %s failed with an unexpected error", node.name)
             await self._settle_children(node, f"parent {node.name} failed")
-            self._finish(node, "failed", error=error)
+            self.finish_agent(node, "failed", error=error)
             return
         if node.terminal:
             return
-        self._finish(node, "completed", result=result)
+        self.finish_agent(node, "completed", result=result)
 
     async def _settle_children(self, node: AgentNode, reason: str) -> None:
         """Stop a failing or stopped agent's subtree and let the children record it."""
@@ -532,7 +546,7 @@ class AgentRun:
         for k in kids:  # a child cancelled before its first step never ran its own handler
             for n in self._subtree(k):
                 if not n.terminal:
-                    self._finish(n, "stopped", error=n.stop_reason or reason)
+                    self.finish_agent(n, "stopped", error=n.stop_reason or reason)
 
     def _start_session(self) -> None:
         if self.session_id is not None:
@@ -569,6 +583,7 @@ class AgentRun:
         self.emit_state(root)
         if self._log is not None:
             self._log.write_now()
+            self.control.begin(root)
 
     async def _main(self) -> None:
         watchdog = control = None

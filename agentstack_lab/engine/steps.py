@@ -27,6 +27,7 @@ from agentstack_lab.providers.base import (
     ToolUseBlock,
 )
 from agentstack_lab.providers.complete import StructuredOutputError, complete, structured
+from agentstack_lab.tasks.drift import DriftPreventedError
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.context import AgentContext
@@ -148,12 +149,17 @@ async def _plan_children(ctx: AgentContext, node: AgentNode) -> None:
     if not opts.subagents or node.depth >= opts.max_depth:
         return
     plan = await _structured(ctx, node, "subquestions", Subquestions, _context(node))
+    subs = []
     for sub in plan.subquestions:
         agent_type = sub.agent_type if ctx.registry.has(sub.agent_type) else ctx.default_type
         if agent_type != sub.agent_type:
             ctx.note(node, f"unknown agent type {sub.agent_type!r} from the model; used {agent_type!r}")
+        subs.append((sub.question, agent_type))
+    for child_id, question, agent_type in await ctx.gate(node, subs):  # consensus may drop some
         try:
-            ctx.spawn_child(node, sub.question, agent_type, origin="subquestion")
+            ctx.spawn_child(node, question, agent_type, origin="subquestion", agent_id=child_id)
+        except DriftPreventedError:
+            pass  # the parent already has a note saying why
         except BudgetExceededError as exc:
             ctx.note(node, f"subquestion not explored: {exc}")
 

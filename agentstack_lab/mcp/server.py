@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import AgentstackError, message
 from agentstack_lab.mcp.tools import TOOL_NAMES, Toolbox
+from agentstack_lab.mcp.tools_tasks import TASK_TOOL_NAMES, TaskTools
 
 if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
@@ -38,7 +39,9 @@ INSTRUCTIONS = (
     "agent_tree and agent_list read the workspace database, so they also show runs of other processes "
     "(notebooks, the CLI). memory_* honour sessions: pass session_id and the session_token that "
     "session_start returned (once) to use a session's private namespace; keep the token to yourself. "
-    "task_* and consensus_* tools are not served (those services are not built).")
+    "task_* create, assign, complete and relate tasks (every agent of a run is one); task_check_drift and "
+    "task_drift_metrics report drift detection; consensus_* list and decide the checkpoints risky subtasks "
+    "wait on (approve, reject, or reject some subtasks by id).")
 
 
 def _guard(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -110,6 +113,9 @@ def build_server(workspace: Workspace) -> Any:
                              lifespan=lifespan, log_level="WARNING")
     for name in TOOL_NAMES:
         server.add_tool(_guard(name, getattr(toolbox, name)), name=name)
+    task_tools = TaskTools(workspace)
+    for name in TASK_TOOL_NAMES:
+        server.add_tool(_guard(name, getattr(task_tools, name)), name=name)
     server.toolbox = toolbox
     return server
 

@@ -29,7 +29,7 @@ from agentstack_lab.events import (
 )
 
 __all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "format_elapsed",
-           "STATUS_ICONS", "activity", "STEP_LABELS"]
+           "STATUS_ICONS", "activity", "STEP_LABELS", "badges"]
 
 STATUS_ICONS = {
     "pending": "○", "running": "◐", "waiting_user": "?", "completed": "✓", "failed": "✗", "stopped": "■",
@@ -136,6 +136,7 @@ class NodeState:
     ended: float | None = None
     started_at: float | None = None  # wall-clock times reported by the engine, when it does
     ended_at: float | None = None
+    badges: list[str] = field(default_factory=list)  # control-plane facts: drift warnings, consensus checkpoints
 
     @property
     def pending_query(self) -> UserQuery | None:
@@ -240,6 +241,8 @@ class TreeState:
             for key, attr in (("startedAt", "started_at"), ("endedAt", "ended_at")):
                 if isinstance(s.get(key), (int, float)):
                     setattr(node, attr, float(s[key]))
+            if isinstance(s.get("metadata"), dict):
+                node.badges = badges(s["metadata"])
             if s.get("result") is not None:
                 node.result = str(s["result"])
             if s.get("error"):
@@ -313,10 +316,31 @@ class TreeState:
                 "content": n.content, "result": n.result, "error": n.error, "depth": n.depth,
                 "usage": usage, "elapsed": n.elapsed(self._clock()),
                 "tools": [{"tool": t.tool, "error": t.error, "done": t.done} for t in n.tools],
-                "children": kids,
+                "badges": list(n.badges), "children": kids,
             }
 
         return [build(r) for r in self.roots]
+
+
+def badges(metadata: dict[str, Any]) -> list[str]:
+    """Short labels for what the control plane said about an agent (``agent-state`` metadata).
+
+    ``drift``: the engine's drift check warned (its input repeats an ancestor's); ``consensus``: its
+    planned subagents wait on, or passed, a consensus checkpoint.
+    """
+    out = []
+    drift = metadata.get("drift")
+    if isinstance(drift, dict):
+        out.append(f"⚠ drift {_num_text(drift.get('similarity'))} ({drift.get('action', 'warned')})")
+    consensus = metadata.get("consensus")
+    if isinstance(consensus, dict):
+        rejected = len(consensus.get("rejected") or [])
+        out.append(f"consensus {consensus.get('status', 'pending')}" + (f", {rejected} rejected" if rejected else ""))
+    return out
+
+
+def _num_text(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) else "?"
 
 
 def _usage_text(node: dict[str, Any]) -> str:
@@ -349,8 +373,12 @@ def tree_to_text(tree: dict[str, Any] | list[dict[str, Any]] | None, *, width: i
         status = node.get("status", "pending")
         branch = "" if top else ("└─ " if last else "├─ ")
         usage = _usage_text(node)
+        marks = node.get("badges")
+        if marks is None and isinstance(node.get("metadata"), dict):  # an AgentRun.tree snapshot
+            marks = badges(node["metadata"])
         lines.append(f"{prefix}{branch}{STATUS_ICONS.get(status, '·')} {node.get('type', 'agent')} [{status}] "
-                     f"{excerpt(node.get('prompt'), 60)}" + (f"  ({usage})" if usage else ""))
+                     f"{excerpt(node.get('prompt'), 60)}" + "".join(f" [{m}]" for m in marks or ())
+                     + (f"  ({usage})" if usage else ""))
         child_prefix = prefix + ("" if top else ("   " if last else "│  "))
         detail = node.get("error") if status in ("failed", "stopped") else node.get("result")
         if detail:

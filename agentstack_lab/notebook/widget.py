@@ -82,7 +82,10 @@ def _title(node: NodeState, collapsed_result: bool) -> str:
     A folded finished subagent adds an excerpt of its result; the whole prompt excerpt is the tooltip.
     """
     prompt = escape(excerpt(node.prompt, 200))
-    text = f"<b>{escape(node.type)}</b>" + (f" · {prompt}" if prompt else "")
+    marks = "".join(f'<span class="agentstack-flag" style="border:1px solid var(--jp-warn-color1);'
+                    f'color:var(--jp-ui-font-color0);border-radius:8px;padding:0 6px;margin-right:4px;'
+                    f'font-size:85%;white-space:nowrap">{escape(b)}</span>' for b in node.badges)
+    text = marks + f"<b>{escape(node.type)}</b>" + (f" · {prompt}" if prompt else "")
     if collapsed_result:
         done = node.result if node.result is not None else (node.error or "")
         text += f' <span class="agentstack-quiet">→ {escape(excerpt(done, 90))}</span>'

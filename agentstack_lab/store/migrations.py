@@ -426,3 +426,73 @@ def services_interventions(conn: Any) -> None:
             error TEXT
         )""")
     conn.execute("CREATE INDEX interventions_pending ON interventions(run_id, applied_at)")
+
+
+@migration
+def tasks_control_plane(conn: Any) -> None:
+    """Tasks of the control plane (design seed §4): one row per engine agent plus tasks created directly.
+
+    ``tasks`` gains its parent, run, assigned agent, error, depth, risk level and update time (the
+    engine's agent id is the task id). ``task_relationships`` (unique per from, to, type),
+    ``task_embeddings`` (drift detection, §4.1), ``drift_detection_events`` (every check at or above
+    the warning level) and ``consensus_checkpoints`` (§4.2; the person-facing side is a decision of
+    kind ``consensus``) follow the seed's tables, with REAL epoch seconds as elsewhere in this file.
+    """
+    for column in ("parent_id TEXT", "run_id TEXT", "agent_id TEXT", "error TEXT", "risk_level TEXT",
+                   "depth INTEGER NOT NULL DEFAULT 0", "updated_at REAL"):
+        conn.execute(f"ALTER TABLE tasks ADD COLUMN {column}")
+    conn.execute("CREATE INDEX idx_tasks_parent ON tasks(parent_id)")
+    conn.execute("CREATE INDEX idx_tasks_run ON tasks(run_id)")
+    conn.execute("CREATE INDEX idx_tasks_status ON tasks(status, created_at)")
+    conn.execute("""
+        CREATE TABLE task_relationships (
+            id TEXT PRIMARY KEY,
+            from_task_id TEXT NOT NULL,
+            to_task_id TEXT NOT NULL,
+            relationship_type TEXT NOT NULL
+                CHECK (relationship_type IN ('parent_of', 'derived_from', 'depends_on', 'supersedes')),
+            metadata TEXT,
+            created_at REAL NOT NULL,
+            UNIQUE (from_task_id, to_task_id, relationship_type),
+            CHECK (from_task_id <> to_task_id)
+        )""")
+    conn.execute("CREATE INDEX idx_task_rel_to ON task_relationships(to_task_id, relationship_type)")
+    conn.execute("""
+        CREATE TABLE task_embeddings (
+            task_id TEXT PRIMARY KEY,
+            embedding BLOB NOT NULL,
+            model TEXT NOT NULL,
+            dimensions INTEGER NOT NULL,
+            created_at REAL NOT NULL
+        )""")
+    conn.execute("""
+        CREATE TABLE drift_detection_events (
+            id TEXT PRIMARY KEY,
+            task_id TEXT,
+            task_type TEXT NOT NULL,
+            ancestor_task_id TEXT NOT NULL,
+            similarity_score REAL NOT NULL,
+            threshold REAL NOT NULL,
+            action_taken TEXT NOT NULL CHECK (action_taken IN ('allowed', 'warned', 'prevented')),
+            task_input TEXT,
+            run_id TEXT,
+            created_at REAL NOT NULL
+        )""")
+    conn.execute("CREATE INDEX idx_drift_events_created ON drift_detection_events(created_at)")
+    conn.execute("""
+        CREATE TABLE consensus_checkpoints (
+            id TEXT PRIMARY KEY,
+            task_id TEXT NOT NULL,
+            parent_task_id TEXT,
+            run_id TEXT,
+            decision_id TEXT,
+            proposed_subtasks TEXT NOT NULL,
+            risk_level TEXT NOT NULL CHECK (risk_level IN ('low', 'medium', 'high')),
+            reviewer_strategy TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected', 'expired')),
+            decision TEXT,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            decided_at REAL
+        )""")
+    conn.execute("CREATE INDEX idx_consensus_status ON consensus_checkpoints(status, created_at)")

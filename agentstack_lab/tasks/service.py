@@ -1,0 +1,99 @@
+"""The task tools' one entry point (seed §3.2): create with drift and consensus checks, then act.
+
+The CLI and MCP call :class:`TaskService`; nothing here knows about surfaces. ``create`` follows the
+seed's ``task_create``: with a parent, drift is checked first (``prevent`` raises
+:class:`~agentstack_lab.tasks.drift.DriftPreventedError`, nothing created); when consensus is
+required a checkpoint is created *instead of* the task, and approving it creates the approved task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentstack_lab.tasks.consensus import Checkpoint, Consensus
+from agentstack_lab.tasks.drift import DriftDetector, DriftPreventedError
+from agentstack_lab.tasks.store import TaskStore
+
+__all__ = ["TaskService"]
+
+
+class TaskService:
+    """Tasks, relationships, drift and consensus of one workspace.
+
+    Args:
+        db: the workspace database.
+        embedder: the workspace embedder (drift embeddings).
+        config: the whole workspace :class:`~agentstack_lab.config.Config`.
+        decisions: the workspace decision queue (consensus checkpoints are decisions); ``None`` when
+            the caller only needs tasks and drift.
+    """
+
+    def __init__(self, db: Any, embedder: Any, config: Any, decisions: Any = None):
+        self.store = TaskStore(db)
+        self.drift = DriftDetector(db, embedder, config.drift)
+        self.consensus = Consensus(db, config.consensus, decisions) if decisions is not None else None
+
+    @classmethod
+    def of(cls, workspace: Any) -> TaskService:
+        """The service over a :class:`~agentstack_lab.workspace.Workspace` (its db, embedder, config, decisions)."""
+        from agentstack_lab.decisions import decisions_for
+
+        return cls(workspace.db, workspace.embedder, workspace.config, decisions_for(workspace))
+
+    def create(self, agent_type: str, input: str | None = None, *, parent_id: str | None = None,  # noqa: A002
+               session_id: str | None = None, risk_level: str | None = None) -> dict[str, Any]:
+        """Create a task (or, when consensus is required, a checkpoint for it); see the module doc."""
+        drift = None
+        if parent_id is not None:
+            parent = self.store.get(parent_id)  # unknown parent: a clear error before anything else
+            if input:
+                drift, vector = self.drift.check(input, agent_type, parent_id)
+                if drift.action == "prevented":
+                    raise DriftPreventedError(f"task not created: its input repeats ancestor task "
+                                              f"{drift.most_similar_task_id} (similarity "
+                                              f"{drift.highest_similarity:.3f} >= {drift.threshold:g})", drift)
+        else:
+            parent = None
+        if self.consensus is not None and self.consensus.enabled:
+            depth = parent.depth + 1 if parent is not None else 0
+            check = self.consensus.check(agent_type, input, depth, parent_id, risk_level)
+            if check["requires_consensus"]:
+                [sub] = self.consensus.propose([(agent_type, input or "")])
+                sub = type(sub)(id=sub.id, agent_type=sub.agent_type, input=sub.input, risk_level=check["risk_level"])
+                cp = self.consensus.create(parent_id or sub.id, [sub], parent_task_id=parent_id,
+                                           parent_input=parent.input if parent else None, origin="task_create")
+                return {"created": False, "consensus_required": True, "reason": check["reason"],
+                        "checkpoint": cp.to_dict(), "drift": drift.to_dict() if drift else None}
+        task = self.store.create(agent_type, input, parent_id=parent_id, session_id=session_id,
+                                 risk_level=risk_level or (self.consensus.estimate(agent_type, input)
+                                                           if self.consensus is not None else None))
+        self.drift.index(task.id, input)
+        return {"created": True, "task": task.to_dict(), "drift": drift.to_dict() if drift else None}
+
+    def materialise(self, cp: Checkpoint) -> list[str]:
+        """Create the approved subtasks of a checkpoint made by :meth:`create` (engine checkpoints spawn agents)."""
+        made = []
+        for sub in cp.approved_subtasks:
+            if self.store.find(sub.id) is None:
+                self.store.create(sub.agent_type, sub.input, parent_id=cp.parent_task_id, task_id=sub.id,
+                                  risk_level=sub.risk_level)
+                self.drift.index(sub.id, sub.input)
+                made.append(sub.id)
+        return made
+
+    def require_consensus(self) -> Consensus:
+        if self.consensus is None:
+            raise RuntimeError("this TaskService was built without a decision queue")
+        return self.consensus
+
+    def decide(self, checkpoint_id: str, *, approve: bool, subtask_ids: list[str] | None = None,
+               feedback: str | None = None, by: str | None = None, surface: str = "python") -> dict[str, Any]:
+        """Approve (``subtask_ids`` rejected) or reject (all, or only ``subtask_ids``) a checkpoint."""
+        consensus = self.require_consensus()
+        if approve:
+            cp = consensus.approve(checkpoint_id, rejected_subtask_ids=subtask_ids, feedback=feedback, by=by,
+                                   surface=surface)
+        else:
+            cp = consensus.reject(checkpoint_id, subtask_ids=subtask_ids, feedback=feedback, by=by, surface=surface)
+        created = self.materialise(cp) if cp.run_id is None else []
+        return {"checkpoint": cp.to_dict(), "created_task_ids": created}
