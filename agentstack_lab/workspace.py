@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from agentstack_lab.agents.identity import IdentityService
     from agentstack_lab.agents.registry import AgentRegistry
     from agentstack_lab.agents.spawner import Spawner
+    from agentstack_lab.decisions import Decisions
     from agentstack_lab.embeddings.registry import Embedder, EmbedderRegistry
     from agentstack_lab.memory.api import Memory
     from agentstack_lab.memory.sessions import Sessions
@@ -224,6 +225,13 @@ class Workspace:
         from agentstack_lab.agents.identity import IdentityService
 
         return IdentityService(self.db, self.agent_types)
+
+    @property
+    def decisions(self) -> Decisions:
+        """The persisted decision queue: one object per workspace, so an in-process answer wakes its waiter at once."""
+        from agentstack_lab.decisions import decisions_for
+
+        return decisions_for(self)
 
     def get_provider(self, name: str | None = None, **overrides: Any) -> Provider:
         """The provider ``name`` (default ``providers.default``) built from :attr:`providers` with this config."""

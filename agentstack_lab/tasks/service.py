@@ -36,9 +36,7 @@ class TaskService:
     @classmethod
     def of(cls, workspace: Any) -> TaskService:
         """The service over a :class:`~agentstack_lab.workspace.Workspace` (its db, embedder, config, decisions)."""
-        from agentstack_lab.decisions import decisions_for
-
-        return cls(workspace.db, workspace.embedder, workspace.config, decisions_for(workspace))
+        return cls(workspace.db, workspace.embedder, workspace.config, workspace.decisions)
 
     def create(self, agent_type: str, input: str | None = None, *, parent_id: str | None = None,  # noqa: A002
                session_id: str | None = None, risk_level: str | None = None) -> dict[str, Any]:
