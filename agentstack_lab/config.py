@@ -70,7 +70,20 @@ class HybridConfig(_Section):
     min_vector_score: float | None = Field(None, ge=-1, le=1)
 
 
+class PostgresConfig(_Section):
+    # libpq DSN or URI of the team database, e.g. "postgresql://me:${PGPASSWORD}@db.team:5432/agents";
+    # a secret (it may carry the password): masked in `config show`, never logged
+    dsn: SecretStr | None = None
+    index: Literal["hnsw", "exact"] = "hnsw"   # pgvector HNSW (approximate, iterative scan) or an exact scan
+    ef_search: int = Field(100, ge=1, le=1000)   # hnsw.ef_search: candidates per query (recall vs speed)
+    connect_timeout: float = Field(10.0, gt=0)
+
+
 class MemoryConfig(_Section):
+    # where memory and sessions live: the workspace's SQLite file, or a team's PostgreSQL + pgvector
+    # (engine, agents, tasks and events stay in the SQLite file either way)
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    postgres: PostgresConfig = Field(default_factory=PostgresConfig)
     embedder: str = "hash"
     # largest entry content in UTF-8 bytes (store, store_many, every surface); checked before any work
     max_entry_bytes: int = Field(10 * 1024 * 1024, ge=1)

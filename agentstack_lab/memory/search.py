@@ -1,4 +1,4 @@
-"""Memory search: keywords (FTS5/BM25), meaning (vectors) or both fused (hybrid, the default).
+"""Memory search: keywords (FTS), meaning (vectors) or both fused (hybrid, the default), on either backend.
 
 Two rules keep the default mode honest:
 
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentstack_lab.errors import AgentstackError, message
 from agentstack_lab.memory.access import MemoryValidationError, can_access_entry
-from agentstack_lab.memory.fts import fts_search
 from agentstack_lab.memory.hybrid import rrf_fuse
 from agentstack_lab.memory.vectors import VectorFilter
 
@@ -164,10 +163,11 @@ def search(memory: Memory, query: str, mode: SearchMode = "hybrid", *, namespace
             flt = VectorFilter(namespace=namespace, session_id=session, agent_id=agent_id,
                                include_shared=include_shared)
             floor = vector_floor(memory.embedder, query, memory.config.hybrid.min_vector_score)
-            vec_hits = [(r, s) for r, s in memory.index.search(qv, flt, pool) if s >= floor]
+            where, params = memory._where(namespace, agent_id, include_shared)
+            vec_hits = [(r, s) for r, s in memory.backend.vector(qv, flt, where, params, pool) if s >= floor]
     if mode in ("fts", "hybrid"):
         where, params = memory._where(namespace, agent_id, include_shared)
-        fts_hits = fts_search(memory.db.conn, query, where, params, pool)
+        fts_hits = memory.backend.fts(query, where, params, pool)
     if mode == "fts" or degraded:
         ranked = [(h["rid"], h["score"]) for h in fts_hits]
     elif mode == "vector":
@@ -187,9 +187,7 @@ def _results(memory: Memory, ranked: builtins.list[tuple[int, float]], fts: dict
     if not ranked:
         return []
     rids = [r for r, _ in ranked]
-    rows = {r[0]: r for r in memory.db.query(
-        f"SELECT rid, key, namespace, content, agent_id, metadata FROM memory WHERE rid IN"
-        f" ({','.join('?' * len(rids))})", rids)}
+    rows = memory.backend.rows(rids)
     out = []
     for rid, score in ranked:
         row = rows.get(rid)

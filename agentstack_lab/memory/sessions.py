@@ -12,6 +12,10 @@ purged with the rest) or sees the session ended and writes nothing. Checking onl
 the transaction (as the surfaces did) left a row behind or crashed the writer in 3 of 3 trials
 of the two-process test in ``tests/test_memory_sessions_hardening.py``.
 
+On PostgreSQL (``memory.backend = "postgres"``) the sessions table lives with the memory, and the
+same guarantee holds through row locks: writers lock their session rows ``FOR SHARE``, :meth:`Sessions.end`
+locks its row ``FOR UPDATE`` before purging.
+
 Session ids are not secrets (they are listed by ``active()`` and shown by every surface), so a
 session may also be guarded by a secret token: :meth:`Sessions.start_private` and
 :meth:`Sessions.issue_token` return 32 random bytes (URL-safe, 43 characters) once and store only
@@ -105,6 +109,9 @@ class Sessions:
     def end(self, session_id: str) -> Session:
         """End an active session and delete its namespace; ``entries`` on the result = entries removed."""
         with self.db.transaction() as conn:
+            check_session_id(session_id)
+            # PostgreSQL: wait for writers holding the row FOR SHARE, and keep new ones out until we commit
+            conn.execute(f"SELECT id FROM sessions WHERE id = ?{getattr(conn, 'FOR_UPDATE', '')}", (session_id,))
             row = self._row(session_id)
             if row[2] != "active":
                 raise SessionError(f"session {session_id!r} is already {row[2]}; only an active session can end")

@@ -1,0 +1,242 @@
+"""Memory in the workspace's SQLite file: ``memory``, FTS5 ``memory_fts``, sqlite-vec ``memory_vec``.
+
+The embedded default. Writes take SQLite's one write lock (``BEGIN IMMEDIATE``), so the
+session-active check and the rows it guards commit together; vectors are searched through
+:class:`~agentstack_lab.memory.vectors.VectorIndex` (exact, an in-memory matrix kept in step
+with the table). A batch of 64+ new rows is written with two ``INSERT ... SELECT`` and without
+the per-row triggers (~6 µs a row less, a third of the insert; see :class:`_InsertTriggers`).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+import numpy as np
+
+from agentstack_lab.memory.access import check_sessions_active
+from agentstack_lab.memory.backends.base import Background, Embed, Entry, Item, OwnerCheck, entry_from_row, stale
+from agentstack_lab.memory.fts import fts_search
+from agentstack_lab.memory.vectors import VectorIndex, vec_metadata
+
+__all__ = ["SqliteBackend", "BULK_ROWS"]
+
+BULK_ROWS = 64   # from this many new rows on, a write indexes FTS in one statement
+_COLS = "m.rid, m.id, m.key, m.namespace, m.content, m.content_hash, m.metadata, m.agent_id, m.version," \
+        " m.created_at, m.updated_at, (SELECT json_group_array(tag) FROM memory_tags t WHERE t.memory_rid = m.rid)"
+
+
+class _InsertTriggers:
+    """The per-row AFTER INSERT triggers on ``memory`` (FTS and vector log), as stored in the schema.
+
+    A batch of new rows drops them, inserts, indexes the whole rowid range with two ``INSERT ...
+    SELECT`` and re-creates them from their stored SQL, all inside the writer's transaction, so no
+    other connection ever sees the schema without them, and a crash rolls everything back. Even
+    when their ``WHEN`` clause skips the body, invoking them costs ~6 µs per row (a third of the
+    ``memory`` insert), which is what this saves.
+    """
+
+    NAMES = ("memory_ai", "memory_vlog_ai")
+
+    def get(self, conn: Any) -> list[tuple[str, str]]:
+        rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'memory'"
+                            f" AND name IN ({', '.join('?' * len(self.NAMES))})", self.NAMES).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+
+_INSERT_TRIGGERS = _InsertTriggers()
+
+
+class SqliteBackend:
+    """The memory tables of a workspace :class:`~agentstack_lab.store.connection.Database`."""
+
+    dialect = "sqlite"
+
+    def __init__(self, db: Any, *, dimensions: int, config: Any):
+        self.db = db
+        self.dimensions = dimensions
+        self.index = VectorIndex(db, dimensions=dimensions, use_cache=config.vector.cache)
+
+    def ensure(self, embedder_name: str, model: str) -> None:
+        self.index.ensure(embedder_name, model)
+
+    # --- writes -------------------------------------------------------------------------------------
+    def _existing(self, conn: Any, items: list[Item]) -> dict[tuple[str, str], tuple]:
+        """``(namespace, key) -> (rid, content_hash, agent_id)`` of the items already stored."""
+        found: dict[tuple[str, str], tuple] = {}
+        by_ns: dict[str, list[str]] = {}
+        for it in items:
+            by_ns.setdefault(it.namespace, []).append(it.key)
+        for ns, keys in by_ns.items():
+            rows = conn.execute("SELECT m.key, m.rid, m.content_hash, m.agent_id FROM json_each(?) j CROSS JOIN"
+                                " memory m ON m.namespace = ? AND m.key = j.value", (json.dumps(keys), ns))
+            found.update({(ns, r[0]): (r[1], r[2], r[3]) for r in rows})
+        return found
+
+    @staticmethod
+    def _log_mark(conn: Any) -> int:
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_vec_log'").fetchone()
+        return int(row[0]) if row else 0
+
+    def write(self, items: list[Item], embed: Embed, owner: OwnerCheck, in_process: bool) -> int:
+        if not items:
+            return 0
+        # What is new or changed, read outside the write lock; embedding starts now. A large batch
+        # with an in-process embedder is embedded in a thread while the memory and FTS rows are
+        # written (numpy and SQLite both release the GIL); otherwise before the lock is taken.
+        conn = self.db.conn
+        snapshot = not conn.in_transaction
+        if snapshot:
+            conn.execute("BEGIN")
+        try:
+            mark = self._log_mark(conn)
+            existing = self._existing(conn, items)
+        finally:
+            if snapshot:
+                conn.execute("COMMIT")
+
+        todo = [it for it in items if stale(it, existing)]
+        pending = Background(embed, todo) if len(todo) >= BULK_ROWS and in_process else None
+        vectors = embed(todo) if pending is None else {}
+        now = time.time()
+        with self.db.transaction() as conn:
+            # under the write lock: a session ended by another process after our caller checked it is seen here
+            check_sessions_active(conn, {it.namespace for it in items})
+            if self._log_mark(conn) != mark:   # another writer changed memory meanwhile: look again
+                existing = self._existing(conn, items)
+            new = [it for it in items if (it.namespace, it.key) not in existing]
+            old = [it for it in items if (it.namespace, it.key) in existing]
+            first = self._insert_rows(conn, new, now)
+            if pending is not None:
+                vectors = pending.result()
+            vectors.update(embed([it for it in items if id(it) not in vectors and stale(it, existing)]))
+            if new:
+                meta = {k: vec_metadata(*k) for k in {(it.namespace, it.agent_id) for it in new}}
+                self.index.add_block(conn, first, np.stack([vectors[id(it)] for it in new]),
+                                     [meta[(it.namespace, it.agent_id)] for it in new])
+            tag_rows = [(first + i, t) for i, it in enumerate(new) for t in (it.tags or [])]
+            tag_rows += self._update_rows(conn, old, existing, vectors, now, owner)
+            if tag_rows:
+                conn.executemany("INSERT OR IGNORE INTO memory_tags (memory_rid, tag) VALUES (?, ?)", tag_rows)
+            if len(items) > 100 or (new and (first + len(new) - 1) % 1000 == 0):
+                self.index.prune_log(conn)
+        return len(items)
+
+    def _insert_rows(self, conn: Any, new: list[Item], now: float) -> int:
+        """Insert the ``memory`` rows of new items with consecutive rowids; returns the first one."""
+        row = conn.execute("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memory'), 0),"
+                           " coalesce((SELECT max(rid) FROM memory), 0))").fetchone()
+        first = row[0] + 1
+        if not new:
+            return first
+        base = f"{time.time_ns() // 1000:013x}{secrets.token_hex(3)}"   # time-ordered ids append to the index
+        bulk = len(new) >= BULK_ROWS
+        triggers = _INSERT_TRIGGERS.get(conn) if bulk else []
+        for name, _ in triggers:
+            conn.execute(f"DROP TRIGGER {name}")
+        # one statement over a JSON array rather than executemany: SQLite then works without the GIL
+        # while the embedder thread runs, instead of taking it back for every row's parameters
+        payload = json.dumps([(it.key, it.namespace, it.content, it.hash, it.meta_json or "{}", it.agent_id)
+                              for it in new], ensure_ascii=False)
+        conn.execute("INSERT INTO memory (rid, id, key, namespace, content, content_hash, metadata, agent_id,"
+                     " created_at, updated_at) SELECT ?1 + j.key, ?2 || printf('%07x', j.key), j.value ->> 0,"
+                     " j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, ?3, ?3"
+                     " FROM json_each(?4) j", (first, base, now, payload))
+        if bulk:
+            last = first + len(new) - 1
+            conn.execute("INSERT INTO memory_fts (rowid, key, content) SELECT rid, key, content FROM memory"
+                         " WHERE rid BETWEEN ? AND ?", (first, last))
+            conn.execute("INSERT INTO memory_vec_log (rid) SELECT rid FROM memory WHERE rid BETWEEN ? AND ?",
+                         (first, last))
+        for _, sql in triggers:
+            conn.execute(sql)
+        return first
+
+    def _update_rows(self, conn: Any, old: list[Item], existing: dict, vectors: dict[int, np.ndarray],
+                     now: float, owner: OwnerCheck) -> list[tuple[int, str]]:
+        """Update stored items: content (re-embedded only if its hash changed), metadata/tags/agent when given."""
+        tag_rows: list[tuple[int, str]] = []
+        for it in old:
+            rid, old_hash, old_agent = existing[(it.namespace, it.key)]
+            owner(it.key, old_agent)
+            agent = it.agent_id if it.agent_id is not None else old_agent
+            changed = old_hash != it.hash
+            conn.execute(
+                "UPDATE memory SET content = ?, content_hash = ?, metadata = coalesce(?, metadata),"
+                " agent_id = ?, version = version + ?, updated_at = ? WHERE rid = ?",
+                (it.content, it.hash, it.meta_json, agent, 1 if changed else 0, now, rid))
+            if changed or (agent != old_agent and self.index.meta_cols(conn)):   # lean vec0: no agent column
+                vec = vectors.get(id(it))
+                blob = vec.tobytes() if vec is not None else conn.execute(
+                    "SELECT embedding FROM memory_vec WHERE rid = ?", (rid,)).fetchone()[0]
+                self.index.remove(conn, [rid])
+                self.index.add(conn, [(rid, blob, *vec_metadata(it.namespace, agent))])
+            if it.tags is not None:
+                conn.execute("DELETE FROM memory_tags WHERE memory_rid = ?", (rid,))
+                tag_rows += [(rid, t) for t in it.tags]
+        return tag_rows
+
+    def delete(self, namespace: str, key: str, owner: OwnerCheck) -> bool:
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT rid, agent_id FROM memory WHERE namespace = ? AND key = ?",
+                               (namespace, key)).fetchone()
+            if row is None:
+                return False
+            owner(key, row[1])
+            self.index.remove(conn, [row[0]])
+            conn.execute("DELETE FROM memory WHERE rid = ?", (row[0],))
+        return True
+
+    def purge(self, conn: Any, namespace: str, agent_id: str | None = None) -> int:
+        """Delete the entries of ``namespace`` (only ``agent_id``'s and shared ones when given)."""
+        where, params = "namespace = ?", [namespace]
+        if agent_id is not None:   # an agent view deletes what delete() would let it delete, no more
+            where, params = where + " AND (agent_id IS NULL OR agent_id = ?)", [namespace, agent_id]
+        rids = [r[0] for r in conn.execute(f"SELECT rid FROM memory WHERE {where}", params)]
+        self.index.remove(conn, rids)
+        conn.execute(f"DELETE FROM memory WHERE {where}", params)
+        return len(rids)
+
+    # --- reads --------------------------------------------------------------------------------------
+    def get(self, namespace: str, key: str) -> Entry | None:
+        row = self.db.conn.execute(f"SELECT {_COLS} FROM memory m WHERE m.namespace = ? AND m.key = ?",
+                                   (namespace, key)).fetchone()
+        return entry_from_row(row) if row else None
+
+    def list(self, where: str, params: list[Any], tag: str | None, limit: int, offset: int) -> list[Entry]:
+        if tag is not None:
+            where += " AND EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_rid = m.rid AND t.tag = ?)"
+            params = [*params, tag]
+        rows = self.db.query(f"SELECT {_COLS} FROM memory m WHERE {where} ORDER BY m.updated_at DESC, m.rid DESC"
+                             " LIMIT ? OFFSET ?", [*params, limit, offset])
+        return [entry_from_row(r) for r in rows]
+
+    def count(self, where: str, params: list[Any]) -> int:
+        return self.db.query(f"SELECT count(*) FROM memory m WHERE {where}", params)[0][0]
+
+    def history(self, namespace: str, key: str) -> list[dict[str, Any]]:
+        rows = self.db.query("SELECT v.version, v.content, v.updated_at FROM memory_versions v JOIN memory m"
+                             " ON m.rid = v.memory_rid WHERE m.namespace = ? AND m.key = ? ORDER BY v.version",
+                             (namespace, key))
+        return [{"version": r[0], "content": r[1], "updated_at": r[2]} for r in rows]
+
+    def stats(self) -> dict[str, int]:
+        q = self.db.query
+        return {"memory": q("SELECT count(*) FROM memory")[0][0],
+                "fts": q("SELECT count(*) FROM memory_fts_docsize")[0][0],
+                "vector": q("SELECT count(*) FROM memory_vec_rowids")[0][0]}
+
+    # --- search -------------------------------------------------------------------------------------
+    def fts(self, query: str, where: str, params: list[Any], limit: int) -> list[dict[str, Any]]:
+        return fts_search(self.db.conn, query, where, params, limit)
+
+    def vector(self, query: np.ndarray, flt: Any, where: str, params: list[Any], k: int) -> list[tuple[int, float]]:
+        return self.index.search(query, flt, k)
+
+    def rows(self, rids: list[int]) -> dict[int, Any]:
+        """``rid -> (rid, key, namespace, content, agent_id, metadata JSON)`` of the hits."""
+        return {r[0]: r for r in self.db.query(
+            f"SELECT rid, key, namespace, content, agent_id, metadata FROM memory WHERE rid IN"
+            f" ({','.join('?' * len(rids))})", rids)}
