@@ -162,6 +162,8 @@ class WorkflowsConfig(_Section):
     max_iterations: int = Field(3, ge=1)
     cell_timeout: float = Field(600, gt=0)
     pool_size: int = Field(2, ge=1)
+    # Dask scheduler for `workflow run` batches ("tcp://host:8786", or "local" for a LocalCluster); None: local pool
+    cluster: str | None = None
 
 
 class Config(_Section):

