@@ -30,7 +30,7 @@ AGENT = textwrap.dedent("""
     deadline = time.time() + 60
     while time.time() < deadline:   # wait until the other process's entries are visible here
         seen = {r.key for r in mem.search(f"{other} finding churn", "hybrid", namespace="team", limit=100)}
-        if sum(k.startswith(other + "-") for k in seen) >= 40:
+        if sum(k.startswith(other + "-") and k[-1].isdigit() for k in seen) >= 40:
             break
         time.sleep(0.1)
     fts = [r.key for r in mem.search(f"{other} plan", "fts", namespace="team")]
@@ -60,7 +60,7 @@ def test_two_processes_write_and_search_one_team_memory(team):
         assert p.returncode == 0, err
         outs.append(json.loads(out.strip().splitlines()[-1]))
     for res, other in zip(outs, ("bob", "alice"), strict=True):
-        assert sum(k.startswith(other + "-") for k in res["seen"]) == 40   # the other process's rows, searched
+        assert sum(k.startswith(other + "-") and k[-1].isdigit() for k in res["seen"]) == 40   # the other process's rows, searched
         assert res["fts"][0] == f"{other}-plan"
         assert res["vec"][0] == f"{other}-7"
     with Workspace.open(team, announce=False) as ws:   # and a third process (this one) sees all of it
