@@ -86,10 +86,14 @@ def _parameters(params: tuple[tuple[str, str], ...], raw: tuple[tuple[str, str],
                    "(default: workflows.pool_size of the config, 2).")
 @click.option("--fork/--no-fork", default=True, show_default=True,
               help="Fork pooled kernels from a pre-warmed template process.")
+@click.option("--cluster", metavar="ADDR",
+              help="Run on a Dask cluster: tcp://scheduler:8786, or 'local' for a LocalCluster of worker "
+                   "processes (default: workflows.cluster of the config; needs the dask extra).")
 def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
                 raw: tuple[tuple[str, str], ...], files: tuple[str, ...], grid_file: str | None,
                 output: str | None, report: str | None, kernel_name: str | None, timeout: float | None,
-                cell_timeout: float | None, cwd: str | None, parallel: int | None, fork: bool) -> None:
+                cell_timeout: float | None, cwd: str | None, parallel: int | None, fork: bool,
+                cluster: str | None) -> None:
     """Run workflow NOTEBOOK(s) headless.
 
     NOTEBOOK is a path, or the name of a built-in workflow (doc_sync, code_review; see
@@ -104,7 +108,7 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
     # one line and exit 2; anything else propagates to the root group, which reports it as a bug.
     try:
         code = _run_notebooks(notebooks, params, raw, files, grid_file, output, report, kernel_name, timeout,
-                              cell_timeout, cwd, parallel, fork)
+                              cell_timeout, cwd, parallel, fork, cluster)
     except AgentstackError as exc:
         _echo(f"error: {message(exc)}")
         raise SystemExit(EXIT_ERROR) from None
@@ -114,7 +118,8 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
 def _run_notebooks(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
                    raw: tuple[tuple[str, str], ...], files: tuple[str, ...], grid_file: str | None,
                    output: str | None, report: str | None, kernel_name: str | None, timeout: float | None,
-                   cell_timeout: float | None, cwd: str | None, parallel: int | None, fork: bool) -> int:
+                   cell_timeout: float | None, cwd: str | None, parallel: int | None, fork: bool,
+                   cluster: str | None = None) -> int:
     from agentstack_lab.config import load_config
     from agentstack_lab.workflows.catalog import resolve_notebook
 
@@ -123,6 +128,7 @@ def _run_notebooks(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ..
         raise CommandError(f"--cwd: directory not found: {cwd}")
     settings = load_config(start=Path(cwd or ".")).workflows
     parallel = settings.pool_size if parallel is None else parallel
+    cluster = cluster or settings.cluster
     cell_timeout = settings.cell_timeout if cell_timeout is None else cell_timeout
     from agentstack_lab.workflows.params import ParameterError, check_name, load_params_file
 
@@ -147,6 +153,15 @@ def _run_notebooks(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ..
         require_writable(report, "--report")
     if output and not several:
         require_writable(output, "-o")
+    if cluster:
+        from agentstack_lab.workflows.batch import plan_runs
+
+        specs = plan_runs(paths, values, grid, Path(output or "workflow-runs") if several else Path.cwd())
+        if not several:
+            specs[0].output, specs[0].report = Path(output) if output else specs[0].output, \
+                Path(report) if report else None
+        return _on_cluster(specs, cluster, report if several else None, kernel_name, cwd, cell_timeout, timeout,
+                           fork)
     if several:
         out_dir = Path(output or "workflow-runs")
         if out_dir.suffix == ".ipynb":
@@ -155,6 +170,31 @@ def _run_notebooks(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ..
         return asyncio.run(_many(paths, values, grid, out_dir, report, kernel_name, cwd, cell_timeout, timeout,
                                  parallel, fork))
     return asyncio.run(_single(paths[0], values, output, report, kernel_name, cwd, cell_timeout, timeout))
+
+
+def _on_cluster(specs: list[Any], cluster: str, report: str | None, kernel_name: str | None, cwd: str | None,
+                cell_timeout: float | None, timeout: float | None, fork: bool) -> int:
+    """The runs as Dask tasks (see :mod:`agentstack_lab.workflows.cluster`); one line per run, then a summary."""
+    from agentstack_lab.workflows.cluster import run_batch_on_cluster
+
+    def done(spec: Any, run: Any) -> None:
+        res = run.result
+        again = f" [{run.attempts} attempts: a worker was lost]" if run.attempts > 1 else ""
+        _echo(f"{_LABEL[res.status]} {spec.output} ({res.duration:.1f}s): {res.message}{again}")
+
+    runs = run_batch_on_cluster(specs, cluster=cluster, kernel_name=kernel_name, fork=fork, cwd=cwd,
+                                cell_timeout=cell_timeout, timeout=timeout, on_done=done)
+    results = [r.result for r in runs]
+    counts = {s: sum(r.status == s for r in results) for s in _LABEL}
+    _echo(f"{len(results)} runs on {cluster}: {counts['pass']} PASS, {counts['fail']} FAIL, {counts['error']} ERROR"
+          f" ({sum(r.attempts > 1 for r in runs)} retried)")
+    if report:
+        summary = [{"notebook": r.result.notebook, "status": r.result.status, "exitCode": r.result.exit_code,
+                    "message": r.result.message, "output": r.result.output, "attempts": r.attempts,
+                    "workers": r.workers} for r in runs]
+        Path(report).parent.mkdir(parents=True, exist_ok=True)
+        Path(report).write_text(json.dumps({"runs": summary}, indent=2) + "\n", "utf-8")
+    return EXIT_ERROR if counts["error"] else EXIT_FAIL if counts["fail"] else 0
 
 
 def _print_result(res: Any) -> None:

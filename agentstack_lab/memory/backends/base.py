@@ -60,8 +60,11 @@ def content_hash(content: str) -> str:
 
 
 def entry_from_row(row: Any) -> Entry:
-    """An :class:`Entry` from ``rid, id, key, namespace, content, content_hash, metadata, agent_id,
-    version, created_at, updated_at, tags-as-JSON`` (the column order both backends select)."""
+    """An :class:`Entry` from a row in the column order both backends select.
+
+    ``rid, id, key, namespace, content, content_hash, metadata, agent_id, version, created_at,
+    updated_at, tags as JSON``.
+    """
     return Entry(id=row[1], key=row[2], namespace=row[3], content=row[4], content_hash=row[5],
                  metadata=json.loads(row[6]), agent_id=row[7], version=row[8], created_at=row[9],
                  updated_at=row[10], tags=sorted(json.loads(row[11])) if row[11] else [])

@@ -1,4 +1,4 @@
-"""Team memory on PostgreSQL + pgvector: the same Memory API, several machines sharing one memory.
+r"""Team memory on PostgreSQL + pgvector: the same Memory API, several machines sharing one memory.
 
 ``memory.backend = "postgres"`` with ``memory.postgres.dsn`` (``${PGPASSWORD}`` etc. expanded from
 the environment). Driver: psycopg 3, imported only here (``pip install 'agentstack-lab[postgres]'``).
@@ -12,7 +12,7 @@ Semantics kept from SQLite, and how:
   ``FOR UPDATE`` before purging, so a write either commits before the end (and is purged with
   the rest) or sees the session ended and writes nothing.
 * **Keywords**: a generated ``tsvector`` with a GIN index; the query is built from the same
-  quoted terms as FTS5 (:func:`~agentstack_lab.memory.fts.fts_terms`: only ``\\w+`` words, phrases
+  quoted terms as FTS5 (:func:`~agentstack_lab.memory.fts.fts_terms`: only ``\w+`` words, phrases
   and ``word*`` prefixes reach the database, each as a bound parameter of ``plainto_tsquery``,
   ``phraseto_tsquery`` or ``to_tsquery(word:*)``), so no user text is ever tsquery syntax.
   Unlike FTS5, English stop words (``the``, ``a``) are not indexed.

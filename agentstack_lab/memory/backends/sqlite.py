@@ -17,7 +17,15 @@ from typing import Any
 import numpy as np
 
 from agentstack_lab.memory.access import check_sessions_active
-from agentstack_lab.memory.backends.base import Background, Embed, Entry, Item, OwnerCheck, entry_from_row, stale
+from agentstack_lab.memory.backends.base import (
+    Background,
+    Embed,
+    Entry,
+    Item,
+    OwnerCheck,
+    entry_from_row,
+    stale,
+)
 from agentstack_lab.memory.fts import fts_search
 from agentstack_lab.memory.vectors import VectorIndex, vec_metadata
 
