@@ -1,4 +1,4 @@
-"""Workspace memory: SQLite entries with FTS5 and sqlite-vec indexes, hybrid search and session isolation."""
+"""Workspace memory: entries with keyword and vector indexes (SQLite, or PostgreSQL + pgvector for a team), hybrid search and session isolation."""
 
 from agentstack_lab.memory.access import AccessContext, AccessDeniedError, can_access_entry, derive_namespace
 from agentstack_lab.memory.api import Entry, Memory, MemoryValidationError, SearchResult
