@@ -88,12 +88,17 @@ def main() -> None:
             lite = results["sqlite"]
             for k in lite:
                 rows.append((n, k, lite[k], results["pg exact"][k], results["pg hnsw"][k]))
+                print(_row(*rows[-1]), flush=True)
     finally:
         if server is not None:
             server.cleanup()
-    print(f"{'entries':>8}  {'metric':<14} {'sqlite':>9} {'pg exact':>9} {'ratio':>6} {'pg hnsw':>9} {'ratio':>6}")
-    for n, k, a, b, c in rows:
-        print(f"{n:>8}  {k:<14} {a:>9.1f} {b:>9.1f} {b / a:>6.2f} {c:>9.1f} {c / a:>6.2f}")
+    print(f"\n{'entries':>8}  {'metric':<14} {'sqlite':>9} {'pg exact':>9} {'ratio':>6} {'pg hnsw':>9} {'ratio':>6}")
+    for row in rows:
+        print(_row(*row))
+
+
+def _row(n: int, k: str, a: float, b: float, c: float) -> str:
+    return f"{n:>8}  {k:<14} {a:>9.1f} {b:>9.1f} {b / a:>6.2f} {c:>9.1f} {c / a:>6.2f}"
 
 
 if __name__ == "__main__":
