@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: demo test lint bench clean browser
+.PHONY: demo test lint bench clean browser labext lab
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m agentstack_lab.demo
 
-test: $(STAMP) browser
+test: $(STAMP) browser labext
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # Debian's chromium for the JupyterLab browser test (Playwright drives it; no browser is downloaded).
@@ -29,6 +29,19 @@ browser:
 	    chromium fonts-liberation >/dev/null; \
 	else echo "note: /usr/bin/chromium missing and apt-get needs root: the browser test will be skipped"; fi
 
+# The JupyterLab extension, from a clean clone: npm packages from the npm registry (package-lock.json),
+# built with @jupyter/builder into labextension/dist (committed, shipped in the wheel). Needs Node >= 18:
+# installed with Debian's nodejs as root where it is missing.
+labext: $(STAMP)
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; } || \
+	  { echo "make labext needs Node (nodejs, npm)"; exit 1; }
+	cd labextension && npm ci --no-audit --no-fund --loglevel=error && PATH=$(CURDIR)/$(BIN):$$PATH npm run build
+
+# JupyterLab with the Agents panel, on the workspace `make demo` filled.
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+
 lint: $(STAMP)
 	$(BIN)/ruff check agentstack_lab tests benchmarks
 	$(BIN)/lint-imports
@@ -37,6 +50,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_import.py
 	$(BIN)/python benchmarks/bench_widget.py
+	$(BIN)/python benchmarks/bench_ws.py
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_workflows.py
 	$(BIN)/python benchmarks/bench_memory.py --sizes 10000,100000

@@ -26,7 +26,9 @@ from agentstack_lab.events import from_wire
 
 CLI = [sys.executable, "-m", "agentstack_lab.cli"]
 ENDPOINTS = ["runs", "runs/x", "runs/x/events", "memory/search?q=a", "health/live", "health/ready",
-             "health/detailed"]
+             "health/detailed", "decisions", "decisions/x", "tasks", "metrics"]
+POSTS = ["runs", "decisions/x/answer", "decisions/x/approve", "decisions/x/reject"]
+ASKS_FOR_CODE = "how are sales trending in df?"   # the scripted provider wants to run Python for this one
 
 
 @pytest.fixture
@@ -65,10 +67,11 @@ def test_every_endpoint_needs_jupyters_token(jp_fetch, path, jp_asyncio_loop):
     jp_asyncio_loop.run_until_complete(body())
 
 
-def test_post_without_token_or_xsrf_is_refused(jp_fetch, jp_asyncio_loop):
+@pytest.mark.parametrize("path", POSTS)
+def test_post_without_token_or_xsrf_is_refused(jp_fetch, path, jp_asyncio_loop):
     async def body():
         with pytest.raises(tornado.httpclient.HTTPClientError) as info:
-            await jp_fetch("agentstack", "api", "runs", method="POST", body=json.dumps({"prompt": "x"}),
+            await jp_fetch("agentstack", "api", *path.split("/"), method="POST", body=json.dumps({"prompt": "x"}),
                            headers={"Authorization": ""})
         assert info.value.code == 403
     jp_asyncio_loop.run_until_complete(body())
@@ -193,4 +196,98 @@ def test_health_endpoints(jp_fetch, jp_asyncio_loop):
         ready = await _get(jp_fetch, "health/ready")
         assert {c["name"] for c in ready["checks"]} >= {"database", "writable", "migrations"}
         assert ready["status"] == "healthy"
+    jp_asyncio_loop.run_until_complete(body())
+
+
+async def _pending(jp_fetch, proc, timeout: float = 90) -> dict:
+    """The first pending decision, read over REST while the other process waits on it."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        assert proc.returncode is None, "the run ended before it asked"
+        found = (await _get(jp_fetch, "decisions"))["decisions"]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.1)
+    raise AssertionError("no decision appeared")
+
+
+def _waiting_run(root: Path):
+    return asyncio.create_subprocess_exec(*CLI, "--workspace", str(root), "agent", "run", ASKS_FOR_CODE,
+                                          "--no-subagents", "--on-query", "wait", "--decision-timeout", "2m",
+                                          cwd=root, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+
+@pytest.mark.slow
+def test_rest_approval_lets_a_headless_run_of_another_process_finish(jp_fetch, jp_root_dir, jp_asyncio_loop):
+    async def body():
+        proc = await _waiting_run(jp_root_dir)
+        try:
+            d = await _pending(jp_fetch, proc)
+            assert d["kind"] == "approval" and d["state"] == "pending" and "df" in d["code"]
+            runs = (await _get(jp_fetch, "runs"))["runs"]
+            assert [(r["id"], r["origin"], r["waitingForYou"]) for r in runs] == [(d["runId"], "terminal", 1)]
+            assert (await _get(jp_fetch, f"decisions/{d['id'][:8]}"))["id"] == d["id"]
+            metrics = (await jp_fetch("agentstack", "api", "metrics")).body.decode()
+            assert 'agentstack_decisions_pending{kind="approval"} 1.0' in metrics
+            assert 'agentstack_runs{status="waiting_user"} 1.0' in metrics
+            done = await _get(jp_fetch, f"decisions/{d['id']}/approve", method="POST", body="{}")
+            assert done["state"] == "answered" and done["surface"] == "lab" and done["answer"] == {"approved": True}
+            out, err = await asyncio.wait_for(proc.communicate(), 120)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+        assert proc.returncode == 0, err.decode()
+        assert "NameError: name 'df' is not defined" in out.decode()  # the approved code ran over there
+        with pytest.raises(tornado.httpclient.HTTPClientError) as info:  # exactly one answer wins
+            await jp_fetch("agentstack", "api", "decisions", d["id"], "reject", method="POST", body="{}")
+        assert info.value.code == 400
+        assert json.loads(info.value.response.body)["message"].endswith("from JupyterLab)")
+        runs = (await _get(jp_fetch, "runs"))["runs"]
+        assert runs[0]["status"] == "completed" and runs[0]["waitingForYou"] == 0
+        assert (await _get(jp_fetch, "decisions"))["decisions"] == []
+        assert len((await _get(jp_fetch, "decisions", params={"state": "all"}))["decisions"]) == 1
+        tasks = (await _get(jp_fetch, "tasks"))["tasks"]
+        assert isinstance(tasks, list)
+    jp_asyncio_loop.run_until_complete(body())
+
+
+@pytest.mark.slow
+def test_websocket_user_response_answers_a_run_of_another_process(jp_ws_fetch, jp_fetch, jp_root_dir,
+                                                                   jp_asyncio_loop):
+    async def body():
+        ws = await jp_ws_fetch("agentstack", "api", "events")
+        proc = await _waiting_run(jp_root_dir)
+        try:
+            got = await _receive_until(ws, lambda m: m["type"] == "user-query")
+            query = _wire(got[-1])
+            assert query.kind == "approval"
+            await ws.write_message(json.dumps({"type": "user-response", "agentId": query.agent_id,
+                                               "queryId": query.query_id, "response": False}))
+            out, err = await asyncio.wait_for(proc.communicate(), 120)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+        assert proc.returncode == 0, err.decode()
+        assert "rejected by the user" in out.decode()
+        (d,) = (await _get(jp_fetch, "decisions", params={"state": "all"}))["decisions"]
+        assert d["surface"] == "lab" and d["answer"] == {"approved": False}
+        ws.close()
+    jp_asyncio_loop.run_until_complete(body())
+
+
+def test_decision_actions_refuse_bad_input_with_one_line(jp_fetch, jp_asyncio_loop):
+    async def body():
+        for path, payload, code, text in [
+                ("decisions/nope/approve", {}, 404, "no decision 'nope'"),
+                ("decisions/nope/answer", {}, 400, "answer needs a 'response'"),
+                ("decisions/nope/reject", {"reason": 3}, 400, "'reason' must be a string")]:
+            with pytest.raises(tornado.httpclient.HTTPClientError) as info:
+                await jp_fetch("agentstack", "api", *path.split("/"), method="POST", body=json.dumps(payload))
+            assert info.value.code == code and text in json.loads(info.value.response.body)["message"]
+        with pytest.raises(tornado.httpclient.HTTPClientError) as info:
+            await jp_fetch("agentstack", "api", "decisions", params={"state": "maybe"})
+        assert info.value.code == 400 and "unknown decision state 'maybe'" in json.loads(info.value.response.body)[
+            "message"]
+        metrics = (await jp_fetch("agentstack", "api", "metrics")).body.decode()
+        assert "# TYPE agentstack_agents gauge" in metrics and "agentstack_ws_clients 0.0" in metrics
     jp_asyncio_loop.run_until_complete(body())

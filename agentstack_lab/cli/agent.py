@@ -129,7 +129,7 @@ async def _run(prompt: str, *, ws: Workspace, agent_type: str | None, provider: 
     from agentstack_lab.engine import AgentRun
 
     run = AgentRun(prompt, workspace=ws, provider=provider, agent_type=agent_type, options=options, model=model,
-                   session_id=session)
+                   session_id=session, origin="terminal")
     if not as_json:
         console(stderr=True).print(f"[dim]run {run.id} · provider {getattr(run.provider, 'name', '?')} · "
                                    f"executor {run.executor.name}[/dim]")

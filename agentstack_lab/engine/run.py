@@ -73,7 +73,8 @@ class AgentRun:
 
     def __init__(self, prompt: str, *, workspace: Workspace, provider: Any = None, agent_type: str | None = None,
                  options: RunOptions | dict[str, Any] | None = None, model: str | None = None,
-                 session_id: str | None = None, executor: Executor | str | None = None):
+                 session_id: str | None = None, executor: Executor | str | None = None,
+                 origin: str | None = None):
         if not isinstance(prompt, str) or not prompt.strip():
             raise UsageError("prompt must be a non-empty string")
         config = workspace.config
@@ -91,6 +92,7 @@ class AgentRun:
         self.executor = make_executor(executor if executor is not None else self.options.executor)
         self.prompt = prompt
         self.agent_type = agent_type
+        self.origin = origin or default_origin()
         self.id = str(uuid.uuid4())
         if session_id is not None:  # "" is an error (SessionError), never "no session"
             from agentstack_lab.memory.access import check_session_id  # here: the memory package loads numpy
@@ -576,7 +578,8 @@ class AgentRun:
         root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt,
                          identity_id=self.identity.agent_id if self.identity else None,
                          metadata={"provider": getattr(self.provider, "name", "?"),
-                                   "executor": self.executor.name, "sessionId": self.session_id})
+                                   "executor": self.executor.name, "sessionId": self.session_id,
+                                   "origin": self.origin})
         if self.identity is not None:
             root.metadata["identityId"] = self.identity.agent_id
         self.nodes[root.id] = root
@@ -638,3 +641,15 @@ async def run_agent(prompt: str, **kwargs: Any) -> AsyncIterator[OutboundEvent]:
     run = AgentRun(prompt, **kwargs)
     async for ev in run.stream():
         yield ev
+
+
+def default_origin() -> str:
+    """Where a run was started, for the lab panel: ``notebook:PATH`` in a Jupyter kernel, else ``python``.
+
+    Jupyter Server gives each kernel the notebook's path in ``JPY_SESSION_NAME``; surfaces that know
+    better (the CLI says ``terminal``, MCP ``mcp``, the lab panel ``lab``) pass ``origin=`` themselves.
+    """
+    import os
+
+    session = os.environ.get("JPY_SESSION_NAME")
+    return f"notebook:{session}" if session else "python"

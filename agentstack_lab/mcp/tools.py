@@ -110,7 +110,7 @@ class Toolbox(DecisionTools):
         if identity is not None:
             options["identity"] = identity
         run = AgentRun(prompt, workspace=self.ws, provider=provider, agent_type=agent_type, options=options,
-                       model=model, session_id=session_id)
+                       model=model, session_id=session_id, origin="mcp")
         self.runs[run.id] = run
         run.start()
         if not wait:

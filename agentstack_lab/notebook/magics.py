@@ -380,6 +380,21 @@ def _rewrite(line: str) -> str:
     return ast.unparse(ast.fix_missing_locations(tree)) + ("\n" if line.endswith("\n") else "")
 
 
+_SHOW = re.compile(r"^\s*show\s+(?P<ref>[0-9a-fA-F][0-9a-fA-F-]{3,35}|\{[A-Za-z_]\w*\})\s*$")
+
+
+def show_ref(line: str, cell: str | None) -> str | None:
+    """The run id of ``%agent show RUN_ID`` (a hex id or prefix of 4+); ``None`` for a prompt.
+
+    ``%agent show me the sales`` stays a prompt: only ``show`` followed by one id-shaped word (or a
+    ``{name}`` of the kernel holding one) is the command.
+    """
+    if cell is not None:
+        return None
+    m = _SHOW.match(line or "")
+    return m["ref"] if m else None
+
+
 # -- display and helpers -----------------------------------------------------------------------------
 def agent_tree(run: Any, shell: Any = None) -> Any:
     """The live ``AgentTree`` widget following ``run`` (one per run while the extension is loaded)."""
@@ -528,6 +543,18 @@ class AgentstackMagics(Magics):
         Without ``--wait`` the run starts in the background and the live tree is shown; ``%agent -h``
         lists the options.
         """
+        ref = show_ref(line, cell)
+        if ref is not None:  # %agent show RUN_ID: a past run's tree, rebuilt from the log
+            from agentstack_lab.notebook.snapshot import SavedRun
+
+            if ref.startswith("{"):
+                if ref[1:-1] not in self.shell.user_ns:
+                    raise UsageError(f"%agent show: no variable {ref[1:-1]!r} in the kernel")
+                ref = str(self.shell.user_ns[ref[1:-1]])
+            try:
+                return SavedRun(self.workspace.db, ref)
+            except AgentstackError as exc:
+                raise _usage(exc) from None
         try:
             args = parse_agent_line(line, cell)
         except MagicUsageError as exc:

@@ -50,7 +50,6 @@ from agentstack_lab.notebook.tree import (
     activity,
     excerpt,
     format_elapsed,
-    tree_to_markdown,
     tree_to_text,
 )
 
@@ -535,6 +534,8 @@ class AgentTree(W.VBox):
         self.flush()
         data = super()._repr_mimebundle_(**kwargs) or {}
         tree = self.state.to_tree()
-        data["text/plain"] = tree_to_text(tree)
-        data["text/markdown"] = tree_to_markdown(tree)
+        from agentstack_lab.notebook.snapshot import snapshot_bundle
+
+        # the static snapshot too (custom MIME, HTML, Markdown, text): a saved notebook shows the tree without a kernel
+        data.update(snapshot_bundle(tree, run_id=getattr(self.run, "id", None)))
         return data

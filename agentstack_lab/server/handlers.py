@@ -58,7 +58,7 @@ class ServerState:
             raise UsageError("start-agent needs a non-empty prompt")
         opts = RunOptions.coerce(dict(options or {}))
         run = AgentRun(prompt, workspace=self.workspace, provider=self.provider, agent_type=agent_type,
-                       options=opts)
+                       options=opts, origin="lab")
         self.runs[run.id] = run.start()
         return run
 
@@ -140,7 +140,11 @@ class RunsHandler(_Base):
         ids = [r["id"] for r in runs]
         stats = _run_stats(self.db, ids)
         last = last_events(self.db, ids)
-        self.reply({"runs": [{**r, **stats.get(r["id"], {}), "last": last.get(r["id"])} for r in runs]})
+        from agentstack_lab.server.control import run_extras
+
+        extras = run_extras(self.db, ids)
+        self.reply({"runs": [{**r, **stats.get(r["id"], {}), **extras.get(r["id"], {}), "last": last.get(r["id"])}
+                             for r in runs]})
 
     @tornado.web.authenticated
     def post(self) -> None:
@@ -367,7 +371,9 @@ async def intervene(state: ServerState, event: Any) -> None:
 
 
 def routes() -> list[tuple[str, type]]:
-    return [
+    from agentstack_lab.server.control import control_routes
+
+    return [*control_routes(),
         (rf"/{PREFIX}/runs", RunsHandler),
         (rf"/{PREFIX}/runs/([^/]+)", RunHandler),
         (rf"/{PREFIX}/runs/([^/]+)/events", RunEventsHandler),

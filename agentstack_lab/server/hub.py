@@ -68,6 +68,10 @@ class EventHub:
         self.rows = 0
 
     @property
+    def subscribers(self) -> int:
+        return len(self._subscribers)
+
+    @property
     def seq(self) -> int:
         return self._follower.seq
 

@@ -202,7 +202,8 @@ async def ask_agent(prompt: str, *, provider: str = "auto", agent_type: str = "r
     try:
         opts = RunOptions(max_depth=0, subagents=False, interactive=False, auto_approve=False,
                           executor="subprocess", final_question=False, timeout_s=timeout_s)
-        run = AgentRun(prompt, workspace=ws, provider=chosen, agent_type=agent_type, options=opts)
+        run = AgentRun(prompt, workspace=ws, provider=chosen, agent_type=agent_type, options=opts,
+                       origin="workflow")
         text = await run
         return AgentNote(str(text or ""), name, offline)
     except Exception as exc:

@@ -1,0 +1,100 @@
+/**
+ * REST and WebSocket access to the agentstack-lab server extension, behind Jupyter's own auth
+ * (ServerConnection adds the token and the XSRF header).
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+export interface IRun {
+  id: string;
+  status: string;
+  prompt: string;
+  type: string;
+  createdAt: string;
+  endedAt: string | null;
+  agents?: number;
+  tokens?: number;
+  waiting?: number;
+  waitingForYou?: number;
+  origin?: string | null;
+}
+
+export interface IDecision {
+  id: string;
+  kind: string;
+  prompt: string;
+  state: string;
+  runId: string | null;
+  agentId: string | null;
+  code: string | null;
+  options: { choices?: string[] } & Record<string, unknown>;
+  createdAt: number;
+}
+
+export interface ITreeNode {
+  id: string;
+  type: string;
+  status: string;
+  prompt?: string;
+  result?: string | null;
+  error?: string | null;
+  content?: string;
+  usage?: Record<string, number>;
+  children?: ITreeNode[];
+}
+
+const settings = ServerConnection.makeSettings();
+
+export async function request<T>(path: string, init: RequestInit = {}): Promise<T> {
+  const url = URLExt.join(settings.baseUrl, 'agentstack/api', path);
+  const res = await ServerConnection.makeRequest(url, init, settings);
+  const text = await res.text();
+  const data = text ? JSON.parse(text) : {};
+  if (!res.ok) {
+    throw new Error(data.message || `${res.status} ${res.statusText}`);
+  }
+  return data as T;
+}
+
+export function post<T>(path: string, body: unknown): Promise<T> {
+  return request<T>(path, { method: 'POST', body: JSON.stringify(body) });
+}
+
+/** The event socket: every run of the workspace, from any process. Reconnects with ?after=. */
+export class EventStream {
+  private ws: WebSocket | null = null;
+  private seq = 0;
+  private closed = false;
+  constructor(private onMessage: (msg: any) => void) {}
+
+  connect(): void {
+    const params: string[] = [];
+    if (this.seq > 0) {
+      params.push(`after=${this.seq}`); // a reconnect catches up without gaps
+    }
+    if (settings.token) {
+      params.push(`token=${encodeURIComponent(settings.token)}`);
+    }
+    const url =
+      URLExt.join(settings.wsUrl, 'agentstack/api/events') +
+      (params.length ? `?${params.join('&')}` : '');
+    const ws = (this.ws = new WebSocket(url));
+    ws.onmessage = ev => {
+      const msg = JSON.parse(ev.data);
+      if (typeof msg.seq === 'number') {
+        this.seq = Math.max(this.seq, msg.seq);
+      }
+      this.onMessage(msg);
+    };
+    ws.onclose = () => {
+      if (!this.closed) {
+        setTimeout(() => this.connect(), 2000);
+      }
+    };
+  }
+
+  dispose(): void {
+    this.closed = true;
+    this.ws?.close();
+  }
+}

@@ -1,0 +1,216 @@
+"""The lab extension in a real browser: the Agents panel, its toasts and decisions, saved trees without a kernel.
+
+One JupyterLab server for the module (loopback port, token, temporary root whose ``.agentstack`` is the
+workspace), serving the lab extension exactly as committed in ``labextension/dist`` (put first on
+``JUPYTER_PATH``); Debian's ``/usr/bin/chromium`` driven by Playwright (never a downloaded browser).
+
+- A headless ``agentstack-lab agent run … --on-query wait`` started from a terminal (another OS
+  process) after the page loaded: a toast says an agent needs you; its "Show" opens the panel on
+  the run, which lists it with origin ``terminal`` and "1 waiting for you"; Approve in the panel lets
+  that process finish (its approved code ran), and a toast says the run completed.
+- Light and dark theme: every badge and text of the panel is ≥ 4.5:1 against what is behind it,
+  computed in the browser from the rendered styles; screenshots go to ``notebooks/screenshots/``.
+- A notebook whose ``%agent`` ran in the background and with ``--wait`` is saved, closed, its kernel
+  shut down, and reopened: each output shows its final tree, and no "model not found".
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from tests.notebook_helpers import ASKING_PROVIDER
+from tests.test_notebook_browser import CHROMIUM, CHROMIUM_ARGS, CONTRAST_JS, DOCS, _free_port, _set_theme
+
+REPO = Path(__file__).resolve().parent.parent
+BUILT = REPO / "labextension" / "dist"
+SCRIPT = Path(sys.executable).with_name("agentstack-lab")
+CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
+ASKS_FOR_CODE = "how are sales trending in df?"   # the scripted provider wants to run Python for this one
+PANEL_TEXT = [".agentstack-badge", ".agentstack-muted", ".agentstack-run-prompt", ".agentstack-decision-prompt",
+              "h2", "h3", "pre.agentstack-code"]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium "
+                       "(`make browser` installs it as root with apt-get)"),
+    pytest.mark.skipif(not (BUILT / "package.json").exists(), reason="labextension/dist is not built (make labext)"),
+]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("labpanel")
+    root = tmp_path / "lab"
+    root.mkdir()
+    nb = new_notebook(cells=[
+        new_code_cell("%load_ext agentstack_lab\n" + ASKING_PROVIDER),
+        new_code_cell("%agent --auto-approve --provider @asking --no-subagents --answer clarification=2023 "
+                      "Which year in the background?"),
+        new_code_cell("%agent --wait --auto-approve --provider @asking --no-subagents --answer clarification=2022 "
+                      "Which year with wait?")],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nbformat.write(nb, root / "saved.ipynb")
+    data = tmp_path / "jupyter-data" / "labextensions"
+    data.mkdir(parents=True)
+    (data / "agentstack-lab").symlink_to(BUILT)  # the committed build, ahead of any installed copy
+    settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    port, token = _free_port(), secrets.token_hex(16)
+    env = dict(os.environ, HOME=str(tmp_path / "home"), JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1",
+               JUPYTER_PATH=str(tmp_path / "jupyter-data"))
+    env.pop("AGENTSTACK_CONFIG", None)
+    log = (tmp_path / "lab.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         "--LabApp.expose_app_in_browser=True", "--AgentstackExtension.poll_interval=0.05",
+         f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}", "--LabApp.news_url=None",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90  # a loaded 2-core machine starts JupyterLab slowly
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/agentstack/api/health/live?token={token}",
+                                       timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}", token, root, tmp_path
+    finally:
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(5)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page(lab):
+    from playwright.sync_api import sync_playwright
+
+    base, token, _root, tmp_path = lab
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1200, "height": 900})
+        page = browser.pages[0] if browser.pages else browser.new_page()
+        page.set_default_timeout(30_000)
+        from playwright.sync_api import expect
+
+        expect.set_options(timeout=60_000)  # the terminal run starts a Python process (a few seconds under load)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{base}/lab?token={token}")
+        page.wait_for_function("window.jupyterapp?.shell && window.agentstackPanel")
+        try:
+            yield page
+        finally:
+            browser.close()
+        assert not errors, errors
+
+
+def _panel_contrast(page, where: str) -> list[dict]:
+    found = page.evaluate(CONTRAST_JS, [f".agentstack-panel {s}" for s in PANEL_TEXT])
+    low = [f for f in found if f["ratio"] < 4.5]
+    assert not low, (where, low)
+    assert any(".agentstack-badge" in f["sel"] for f in found) and any(".agentstack-muted" in f["sel"]
+                                                                       for f in found), (where, found)
+    return found
+
+
+def test_panel_approves_a_terminal_run_and_toasts(lab, page):
+    from playwright.sync_api import expect
+
+    _base, _token, root, _tmp = lab
+    page.wait_for_function("document.querySelector('#agentstack-agents') !== null")
+    # a headless run of another process, started after the page loaded: it waits for any surface
+    proc = subprocess.Popen([*CLI, "-w", str(root), "agent", "run", ASKS_FOR_CODE, "--no-subagents",
+                             "--on-query", "wait", "--decision-timeout", "3m"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root)
+    try:
+        toast = page.locator(".Toastify__toast").filter(has_text="An agent needs you (approval)")
+        expect(toast).to_be_visible()
+        toast.get_by_role("button", name="Show").click()
+        panel = page.locator("#agentstack-agents")
+        expect(panel).to_be_visible()
+        run = panel.locator(".agentstack-run.selected")
+        expect(run).to_contain_text(ASKS_FOR_CODE)
+        expect(run).to_contain_text("terminal")
+        expect(run.locator(".agentstack-waiting")).to_contain_text("1 waiting for you")
+        card = panel.locator(".agentstack-decision")
+        expect(card).to_have_count(1)
+        expect(card.locator("pre.agentstack-code")).to_contain_text("df")
+        expect(panel.locator(".agentstack-tree-view")).to_contain_text("waiting for you")  # the run's tree
+
+        _set_theme(page, "JupyterLab Light")
+        _panel_contrast(page, "light, decision pending")
+        DOCS.mkdir(exist_ok=True)
+        panel.screenshot(path=str(DOCS / "lab-panel-light.png"), animations="disabled")
+        _set_theme(page, "JupyterLab Dark")
+        _panel_contrast(page, "dark, decision pending")
+        panel.screenshot(path=str(DOCS / "lab-panel-dark.png"), animations="disabled")
+        _set_theme(page, "JupyterLab Light")
+
+        card.locator("button.agentstack-approve").click()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "NameError: name 'df' is not defined" in out  # the code approved in the panel ran over there
+    expect(page.locator(".Toastify__toast").filter(has_text="Agent run completed")).to_be_visible()
+    expect(panel.locator(".agentstack-decision")).to_have_count(0)
+    expect(panel.locator(".agentstack-run.selected .agentstack-badge").first).to_have_text("completed")
+    for shot in ("lab-panel-light.png", "lab-panel-dark.png"):
+        assert (DOCS / shot).stat().st_size < 200_000
+
+
+def test_saved_notebook_reopened_without_its_kernel_shows_final_trees(lab, page):
+    from playwright.sync_api import expect
+
+    page.evaluate("async () => { window.__nb = await window.jupyterapp.commands.execute('docmanager:open',"
+                  " {path: 'saved.ipynb'}); await window.__nb.sessionContext.ready; }")
+    page.wait_for_function("window.__nb.sessionContext.session?.kernel", timeout=90_000)
+    page.evaluate("async () => { window.jupyterapp.shell.activateById(window.__nb.id);"
+                  " await window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    # both runs end; the background one's output is finalised by the extension (its kernel cannot update it)
+    page.wait_for_function("""() => {
+        const nb = window.__nb.content.model;
+        let final = 0;
+        for (let i = 0; i < nb.cells.length; i++) { const c = nb.cells.get(i);
+          if (c.type !== 'code') continue;
+          for (let j = 0; j < c.outputs.length; j++) {
+            const s = c.outputs.get(j).data['application/vnd.agentstack.tree+json'];
+            if (s && s.final && s.roots[0].status === 'completed') final++; } }
+        return final === 2; }""", timeout=90_000)
+    live = page.locator(".agentstack-tree")
+    expect(live).to_have_count(2)  # with the kernel, the live widgets are the view
+    page.evaluate("async () => { const w = window.__nb;"
+                  " await w.context.save(); await w.sessionContext.shutdown(); w.dispose(); }")
+    page.evaluate("async () => { await window.jupyterapp.serviceManager.sessions.refreshRunning(); }")
+    page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:open', {path: 'saved.ipynb'}); }")
+    saved = page.locator(".agentstack-snapshot .agentstack-snapshot-node:visible")
+    expect(saved).to_have_count(2)
+    expect(saved.nth(0)).to_contain_text("completed")
+    expect(saved.nth(0)).to_contain_text("2024")
+    expect(saved.nth(0)).not_to_contain_text(" 0 in / 0 out tokens")  # usage came along with the final tree
+    expect(page.locator(".agentstack-snapshot-head:visible").first).to_have_text("Agent run (saved tree)")
+    page.wait_for_timeout(3500)  # past the renderer's wait for a widget manager
+    expect(page.get_by_text("model not found")).to_have_count(0)
+    expect(saved).to_have_count(2)

@@ -1,0 +1,86 @@
+"""Saved runs render without a kernel: every ``%agent`` output carries the tree's final snapshot
+(custom MIME type + HTML + Markdown), and ``%agent show RUN_ID`` rebuilds a past run from the log.
+
+One real kernel (nbclient); the outputs are read back from the executed notebook, as a reopened
+notebook would have them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
+
+from agentstack_lab.notebook.magics import show_ref
+from agentstack_lab.notebook.snapshot import SNAPSHOT_MIME, snapshot
+from tests.notebook_helpers import ASKING_PROVIDER
+
+CELLS = {
+    "setup": "%load_ext agentstack_lab\n" + ASKING_PROVIDER,
+    "wait": "%agent --wait --auto-approve --provider @asking --no-subagents --answer clarification=2023 "
+            "What was the best year?",
+    "id": "rid = _.id\nprint(rid)",
+    "show": "short = rid[:8]\n%agent show {short}",
+    "show-missing": "%agent show deadbeef",
+}
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    work = tmp_path_factory.mktemp("saved")
+    nb = new_notebook(cells=[new_code_cell(src, metadata={"tags": [tag]}) for tag, src in CELLS.items()])
+    NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True,
+                   resources={"metadata": {"path": str(work)}}).execute()
+    return {c.metadata["tags"][0]: c.outputs for c in nb.cells}
+
+
+def _bundles(outputs):
+    return [o["data"] for o in outputs if o["output_type"] in ("display_data", "execute_result")
+            and SNAPSHOT_MIME in o.get("data", {})]
+
+
+@pytest.mark.slow
+def test_wait_output_carries_the_final_tree_in_every_format(executed):
+    rid = "".join(o.get("text", "") for o in executed["id"] if o["output_type"] == "stream").strip()
+    (data,) = _bundles(executed["wait"])  # the live display was updated at the end: one output, final
+    snap = data[SNAPSHOT_MIME]
+    assert snap["final"] is True and snap["runId"] == rid
+    (root,) = snap["roots"]
+    assert root["status"] == "completed" and "2024" in root["result"] and root["usage"]["outputTokens"] > 0
+    assert "application/vnd.jupyter.widget-view+json" in data  # the live widget stays the view with a kernel
+    html = data["text/html"]
+    assert "completed" in html and "<script" not in html and "onerror" not in html  # model text sanitised
+    assert "**Agent tree**" in data["text/markdown"] and "2024" in data["text/markdown"]
+
+
+@pytest.mark.slow
+def test_agent_show_rebuilds_a_past_run_from_the_log(executed):
+    (data,) = _bundles(executed["show"])
+    (root,) = data[SNAPSHOT_MIME]["roots"]
+    (waited,) = _bundles(executed["wait"])
+    assert root["status"] == "completed" and root["result"] == waited[SNAPSHOT_MIME]["roots"][0]["result"]
+    assert "application/vnd.jupyter.widget-view+json" not in data  # no kernel object needed to show it
+    (err,) = [o["text"] for o in executed["show-missing"] if o["output_type"] == "stream"]
+    assert err.strip() == "UsageError: no run 'deadbeef' in this workspace"  # one line, no traceback
+
+
+def test_show_is_only_show_followed_by_one_run_id():
+    assert show_ref("show 1a2b3c4d", None) == "1a2b3c4d"
+    assert show_ref("  show  0f3e9a2c-77aa-4b8e-9c1d-6e5f4a3b2c1d ", None) == "0f3e9a2c-77aa-4b8e-9c1d-6e5f4a3b2c1d"
+    assert show_ref("show me the sales", None) is None  # a prompt
+    assert show_ref("show abc", None) is None  # too short to be an id
+    assert show_ref("show {run_id}", None) == "{run_id}"  # a kernel variable holding the id
+    assert show_ref("show 1a2b3c4d", "cell body") is None  # %%agent: always a prompt
+
+
+def test_snapshot_is_bounded_and_final_only_when_every_root_ended():
+    big = {"id": "r", "type": "researcher", "status": "completed", "prompt": "p" * 5000, "result": "x" * 50_000,
+           "usage": {"input_tokens": 3, "output_tokens": 4},
+           "children": [{"id": "c", "type": "coder", "status": "running", "children": []}]}
+    snap = snapshot(big, run_id="r")
+    assert snap["final"] is True  # the root decides; a child cut short is shown as it was
+    root = snap["roots"][0]
+    assert len(root["prompt"]) < 2100 and len(root["result"]) < 20_100 and "more characters" in root["result"]
+    assert root["usage"] == {"inputTokens": 3, "outputTokens": 4} and root["children"][0]["status"] == "running"
+    assert snapshot({**big, "status": "running"}, run_id="r")["final"] is False
+    assert snapshot(None, run_id=None) == {"version": 1, "runId": None, "final": False, "roots": []}
