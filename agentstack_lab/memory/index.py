@@ -72,7 +72,7 @@ def coarse(n: int, k: int) -> int:
 
 
 def _faiss() -> Any:
-    import faiss   # lazy: ~0.2 s import, only for memories large enough to need it
+    import faiss  # lazy: ~0.2 s import, only for memories large enough to need it
 
     faiss.omp_set_num_threads(1)   # one search per call; the caller's threads share the cores
     return faiss
