@@ -147,7 +147,8 @@ class SharedIndex:
             if s is not None:
                 rids, pruned = changes(s["seq"])
                 live = s["n"] - s["dead"]
-                if not pruned and len(rids) <= max(2000, live // 4):
+                dead = s["dead"] + len(rids)    # at most: each changed rid kills its old slot
+                if not pruned and len(rids) <= max(2000, live // 4) and dead <= max(1024, s["n"] // 5):
                     self._append(s, top, rids, fetch)
                     return
             self._rebuild(top, read_all(), s)
