@@ -194,3 +194,11 @@ def test_store_many_rate_with_the_shared_index(tmp_path):
         print(json.dumps({"store_many_plus_index_entries_per_s": round(rate)}))
         assert m.stats() == {"memory": 20_000, "fts": 20_000, "vector": 20_000}
         assert m.index.shared_index().rows == 20_000
+
+
+def test_unwritable_index_folder_falls_back_to_the_exact_matrix(tmp_path, caplog):
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store("a", "apples and pears")
+        (ws.db.path.parent / "vectors").write_text("not a folder")   # the index files cannot be made
+        assert ws.memory.search("apples", "vector")[0].key == "a"
+        assert ws.memory.index._matrix is not None and "shared vector index unavailable" in caplog.text

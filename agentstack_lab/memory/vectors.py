@@ -32,6 +32,7 @@ writes every metadata value into its own chunk blob, row by row.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ import numpy as np
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import extract_session_id
 from agentstack_lab.memory.index import SharedIndex
+
+log = logging.getLogger(__name__)
 
 __all__ = ["VectorIndex", "VectorFilter", "EmbedderMismatchError", "vec_metadata"]
 
@@ -257,10 +260,19 @@ class VectorIndex:
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dimensions:
             raise ValueError(f"query vector has {q.shape[0]} dimensions, the index has {self.dimensions}")
+        hits = None
         if self.shared:
             with self._lock:
-                index = self._shared_refresh()
-                hits = index.search(q, k, flt.namespace, flt.session_id, flt.agent_id, flt.include_shared)
+                try:
+                    index = self._shared_refresh()
+                except OSError as exc:   # e.g. a read-only workspace: no index files beside the database
+                    log.warning("memory: shared vector index unavailable (%s); using the exact in-process matrix",
+                                exc)
+                    self.shared = False
+                else:
+                    hits = index.search(q, k, flt.namespace, flt.session_id, flt.agent_id, flt.include_shared)
+        if hits is not None:
+            pass
         elif self.use_cache:
             with self._lock:
                 matrix = self._refresh()
