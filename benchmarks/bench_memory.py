@@ -86,6 +86,10 @@ def seed_algorithm(ws: Workspace, qvec: np.ndarray, k: int = 10) -> list[int]:
     return [rid for _, rid in scored[:k]]
 
 
+def step(what: str) -> None:
+    print(f"  {time.strftime('%H:%M:%S')} {what}", flush=True)
+
+
 def bench(n: int, n_queries: int, folder: Path, ann: bool) -> dict:
     docs = corpus(n)
     qs = queries(docs, n_queries)
@@ -93,6 +97,7 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool) -> dict:
     with Workspace.open(folder, announce=False) as ws:
         mem = ws.memory
         items = [{"key": f"doc-{i}", "content": d} for i, d in enumerate(docs)]
+        step("store_many")
         t, cpu = time.perf_counter(), time.thread_time()
         last = (t, 0)
         for i in range(0, n, BATCH):   # BATCH entries per store_many call (one transaction each)
@@ -111,6 +116,7 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool) -> dict:
         assert mem.stats() == {"memory": n, "fts": n, "vector": n}
         del items, docs
 
+        step("index build")
         t = time.perf_counter()
         mem.search(qs[0], "vector")                       # builds the shared index files (once per database)
         res["index_build_s"] = time.perf_counter() - t
@@ -119,6 +125,7 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool) -> dict:
             times, _ = timed(lambda q, m=mode: mem.search(q, m, limit=10), qs)
             res[mode] = pct(times)
 
+        step("peers")
         # exact reference: numpy over the very same vectors (one BLAS thread)
         rids, mat, _ = mem.index._read_all(ws.db.conn)
         qvecs = mem.embedder.embed(qs)
@@ -148,6 +155,7 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool) -> dict:
             times, seeded = timed(lambda i: seed_algorithm(ws, qvecs[i]), few)
             res["seed"] = pct(times)
             res["seed_recall"] = _recall(seeded, [truth[i] for i in few])
+    step("fresh processes")
     # fresh processes: first search, and resident memory added with two processes searching at once
     for kind in ("shared", "exact"):
         res[f"procs_{kind}"] = two_processes(folder, kind, qs[:50])
@@ -168,6 +176,7 @@ def faiss_peers(mat: np.ndarray, rids: np.ndarray, qvecs: np.ndarray, truth: lis
     if not ann:
         return out
     faiss.omp_set_num_threads(os.cpu_count() or 1)    # the build may use every core
+    step("faiss HNSW build")
     hnsw = faiss.IndexHNSWFlat(mat.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
     hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
     t = time.perf_counter()
@@ -302,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(f"building {n:,} entries ...", flush=True)
             results.append(bench(n, min(args.queries, n), folder, n <= args.ann_max))
+            print(report(results[-1:]), flush=True)   # each size as soon as it is done
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     load = os.getloadavg()
