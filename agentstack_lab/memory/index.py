@@ -67,8 +67,11 @@ Rows = tuple[np.ndarray, np.ndarray, list[tuple[str, str, str]]]   # rids, float
 
 
 def coarse(n: int, k: int) -> int:
-    """PQ candidates rescored exactly for a top-``k`` over ``n`` rows (4 sqrt(n), at least 1,000 and 8 k)."""
-    return int(min(n, max(1000, 8 * k, 4 * int(n ** 0.5))))
+    """PQ candidates rescored exactly for a top-``k`` over ``n`` rows (6 sqrt(n), at least 1,000 and 8 k).
+
+    4 sqrt(n) gave recall@10 0.987 at 100k (1,264 candidates); 6 sqrt(n) is 1,897 there and 6,000 at 1M.
+    """
+    return int(min(n, max(1000, 8 * k, 6 * int(n ** 0.5))))
 
 
 def _faiss() -> Any:
