@@ -58,7 +58,10 @@ class _Section(BaseModel):
 # --- memory -------------------------------------------------------------------------------------
 class VectorConfig(_Section):
     dimensions: int = Field(384, ge=8, le=8192)
-    cache: bool = True  # exact in-memory matrix kept in step with the vec0 table (see memory/vectors.py)
+    cache: bool = True  # False: search with sqlite-vec's own KNN (no index beside the table; memory/vectors.py)
+    # "shared": memory-mapped index files shared by every process (PQ + exact rescoring, memory/index.py);
+    # "exact": an exact float32 copy of the table in each process (recall 1.0, ~1.5 GB per process at 1M)
+    index: Literal["shared", "exact"] = "shared"
 
 
 class HybridConfig(_Section):

@@ -1,10 +1,13 @@
 """Memory benchmark: insert rate, FTS / vector / hybrid latency and vector recall, with peers in the same run.
 
-Peers: numpy exact brute force (one BLAS thread) over the same vectors, sqlite-vec's own KNN
-(``memory.vector.cache = false``) and, at 10k only, the design seed's algorithm (load every row,
-cosine in a Python loop).
+Peers, all over the same vectors in the same run: numpy exact brute force (one BLAS thread), faiss
+flat (the exact-scan limit), faiss HNSW (the ANN index a user would pick, with its recall), sqlite-vec's
+own KNN (``memory.vector.cache = false``), the exact in-process matrix (``memory.vector.index =
+"exact"``) and, at 10k only, the design seed's algorithm (load every row, cosine in a Python loop).
+Fresh processes: two at once open the memory and search; first search time and the peak resident
+memory (RSS and PSS from ``/proc/self/smaps_rollup``) each added over its state before searching.
 
-    .venv/bin/python benchmarks/bench_memory.py --sizes 10000,100000
+    .venv/bin/python benchmarks/bench_memory.py --sizes 100000,1000000
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from agentstack_lab.config import Config  # noqa: E402
 from agentstack_lab.workspace import Workspace  # noqa: E402
 
 BATCH = 10_000   # entries per store_many call
+HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF = 32, 40, (64, 256)   # faiss HNSW peer: graph degree, build and search beam
 
 
 def corpus(n: int, seed: int = 0) -> list[str]:
@@ -82,36 +86,48 @@ def seed_algorithm(ws: Workspace, qvec: np.ndarray, k: int = 10) -> list[int]:
     return [rid for _, rid in scored[:k]]
 
 
-def bench(n: int, n_queries: int, folder: Path) -> dict:
+def step(what: str) -> None:
+    print(f"  {time.strftime('%H:%M:%S')} {what}", flush=True)
+
+
+def bench(n: int, n_queries: int, folder: Path, ann: bool) -> dict:
     docs = corpus(n)
     qs = queries(docs, n_queries)
     res: dict = {"n": n}
     with Workspace.open(folder, announce=False) as ws:
         mem = ws.memory
         items = [{"key": f"doc-{i}", "content": d} for i, d in enumerate(docs)]
+        step("store_many")
         t, cpu = time.perf_counter(), time.thread_time()
+        last = (t, 0)
         for i in range(0, n, BATCH):   # BATCH entries per store_many call (one transaction each)
+            if i >= n - max(BATCH, n // 10) and last[1] == 0:
+                last = (time.perf_counter(), i)
             mem.store_many(items[i:i + BATCH])
         res["insert_s"] = time.perf_counter() - t
         res["insert_rate"] = n / res["insert_s"]
+        res["insert_last_rate"] = (n - last[1]) / (time.perf_counter() - last[0])   # the last 10% of the entries
         res["insert_main_cpu_rate"] = n / (time.thread_time() - cpu)   # the calling thread's CPU only
+        sample = docs[:min(n, 100_000)]
         t = time.perf_counter()
-        for i in range(0, n, 10_000):
-            mem.embedder.embed(docs[i:i + 10_000])
-        res["embed_rate"] = n / (time.perf_counter() - t)
+        for i in range(0, len(sample), 10_000):
+            mem.embedder.embed(sample[i:i + 10_000])
+        res["embed_rate"] = len(sample) / (time.perf_counter() - t)
         assert mem.stats() == {"memory": n, "fts": n, "vector": n}
+        del items, docs
 
+        step("index build")
         t = time.perf_counter()
-        mem.search(qs[0], "vector")                       # loads the exact matrix (once per process)
-        res["matrix_load_s"] = time.perf_counter() - t
+        mem.search(qs[0], "vector")                       # builds the shared index files (once per database)
+        res["index_build_s"] = time.perf_counter() - t
         for mode in ("fts", "vector", "hybrid"):
             mem.search(qs[1], mode)                       # warm
             times, _ = timed(lambda q, m=mode: mem.search(q, m, limit=10), qs)
             res[mode] = pct(times)
 
+        step("peers")
         # exact reference: numpy over the very same vectors (one BLAS thread)
-        m = mem.index._matrix
-        mat, rids = m.mat[:m.n].copy(), m.rids[:m.n].copy()
+        rids, mat, _ = mem.index._read_all(ws.db.conn)
         qvecs = mem.embedder.embed(qs)
 
         def exact(i):
@@ -121,23 +137,118 @@ def bench(n: int, n_queries: int, folder: Path) -> dict:
 
         times, truth = timed(exact, range(len(qs)))
         res["numpy"] = pct(times)
-        ours = [[rid for rid, _ in mem.index.search(qvecs[i], _all(), 10)] for i in range(len(qs))]
+        times, ours = timed(lambda i: [rid for rid, _ in mem.index.search(qvecs[i], _all(), 10)], range(len(qs)))
+        res["index"] = pct(times)
         res["recall"] = _recall(ours, truth)
+        res.update(faiss_peers(mat, rids, qvecs, truth, ann))
 
-        # peer: sqlite-vec KNN (no in-memory matrix)
+        # peer: sqlite-vec KNN (no index beside the table); 10 queries from 500k on (~0.6 s each)
+        few = range(min(len(qs), 10 if n >= 500_000 else len(qs)))
         plain = Config.from_dict({"memory": {"vector": {"cache": False}}})
         with Workspace.open(folder, config=plain, announce=False) as ws2:
             idx = ws2.memory.index
-            times, knn = timed(lambda i: [r for r, _ in idx.search(qvecs[i], _all(), 10)], range(len(qs)))
+            times, knn = timed(lambda i: [r for r, _ in idx.search(qvecs[i], _all(), 10)], few)
             res["sqlite_vec"] = pct(times)
-            res["sqlite_vec_recall"] = _recall(knn, truth)
-
+            res["sqlite_vec_recall"] = _recall(knn, [truth[i] for i in few])
         if n <= 10_000:
             few = range(min(5, len(qs)))
             times, seeded = timed(lambda i: seed_algorithm(ws, qvecs[i]), few)
             res["seed"] = pct(times)
             res["seed_recall"] = _recall(seeded, [truth[i] for i in few])
+    step("fresh processes")
+    # fresh processes: first search, and resident memory added with two processes searching at once
+    for kind in ("shared", "exact"):
+        res[f"procs_{kind}"] = two_processes(folder, kind, qs[:50])
     return res
+
+
+def faiss_peers(mat: np.ndarray, rids: np.ndarray, qvecs: np.ndarray, truth: list, ann: bool) -> dict:
+    """faiss flat (the exact-scan limit) and faiss HNSW (the ANN a user would pick), same vectors, one thread."""
+    import faiss
+
+    out: dict = {}
+    faiss.omp_set_num_threads(1)
+    flat = faiss.IndexFlatIP(mat.shape[1])
+    flat.add(mat)
+    qs = range(len(qvecs))
+    times, got = timed(lambda i: rids[flat.search(qvecs[i:i + 1], 10)[1][0]].tolist(), qs)
+    out["faiss_flat"], out["faiss_flat_recall"] = pct(times), _recall(got, truth)
+    if not ann:
+        return out
+    faiss.omp_set_num_threads(os.cpu_count() or 1)    # the build may use every core
+    step("faiss HNSW build")
+    hnsw = faiss.IndexHNSWFlat(mat.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
+    hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    t = time.perf_counter()
+    hnsw.add(mat)
+    out["hnsw_build_s"] = time.perf_counter() - t
+    faiss.omp_set_num_threads(1)
+    for ef in HNSW_EF:
+        hnsw.hnsw.efSearch = ef
+        times, got = timed(lambda i: rids[hnsw.search(qvecs[i:i + 1], 10)[1][0]].tolist(), qs)
+        out[f"hnsw_{ef}"], out[f"hnsw_{ef}_recall"] = pct(times), _recall(got, truth)
+    return out
+
+
+_CHILD = """
+import json, os, sys, time
+for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+    os.environ[v] = "1"
+from agentstack_lab.config import Config
+from agentstack_lab.workspace import Workspace
+
+def mem_kb():
+    out = {}
+    for line in open("/proc/self/smaps_rollup"):
+        parts = line.split()
+        if parts[0] in ("Rss:", "Pss:"):
+            out[parts[0][:-1]] = int(parts[1])
+    return out
+
+folder, kind, go = sys.argv[1], sys.argv[2], sys.argv[3]
+qs = json.loads(sys.stdin.read())
+cfg = Config.from_dict({"memory": {"vector": {"index": kind}}})
+with Workspace.open(folder, config=cfg, announce=False) as ws:
+    ws.memory.embedder.embed(["warm up"])
+    import faiss, numpy  # noqa: F401 - imported by the search anyway: count the libraries as baseline
+    before = mem_kb()
+    while not os.path.exists(go):
+        time.sleep(0.01)
+    t = time.perf_counter()
+    ws.memory.search(qs[0], "vector")
+    first = time.perf_counter() - t
+    peak = mem_kb()
+    times = []
+    for q in qs:
+        t = time.perf_counter()
+        ws.memory.search(q, "vector")
+        times.append(time.perf_counter() - t)
+        m = mem_kb()
+        peak = {k: max(peak[k], m[k]) for k in m}
+    print(json.dumps({"first_s": first, "rss_mb": (peak["Rss"] - before["Rss"]) / 1024,
+                      "pss_mb": (peak["Pss"] - before["Pss"]) / 1024, "p50_ms": sorted(times)[len(times) // 2] * 1000}))
+"""
+
+
+def two_processes(folder: Path, kind: str, qs: list[str]) -> dict:
+    """Two fresh processes open the memory and search at once: first search time, peak RSS/PSS added."""
+    import json
+    import subprocess
+    import sys
+
+    go = folder / f"go-{kind}"
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, str(folder), kind, str(go)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    for p in procs:
+        p.stdin.write(json.dumps(qs))
+        p.stdin.close()
+    time.sleep(3)   # both imported and opened (the baseline is taken before the go file appears)
+    go.touch()
+    outs = [json.loads(p.stdout.read()) for p in procs]
+    for p in procs:
+        p.wait()
+    go.unlink()
+    return {key: max(o[key] for o in outs) for key in outs[0]}
 
 
 def _all():
@@ -151,38 +262,62 @@ def _recall(got: list[list[int]], truth: list[list[int]]) -> float:
 
 
 def report(results: list[dict]) -> str:
-    lines = ["| entries | store_many entries/s (main-thread CPU) | embedding alone entries/s | FTS p50/p95 ms | vector p50/p95 ms | hybrid p50/p95 ms |"
-             " numpy exact p50/p95 ms | vector / numpy (p50) | recall@10 | sqlite-vec KNN p50/p95 ms |"
-             " sqlite-vec recall@10 | seed algorithm p50 ms | matrix load s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    def f(r, key):
+        return f"{r[key][0]:.2f} / {r[key][1]:.2f}" if key in r else "—"
+
+    out = ["End to end through `Memory.search` (shared index, the default):", "",
+           "| entries | store_many entries/s (main-thread CPU) | last 10% entries/s | embedding alone entries/s |"
+           " index build s | FTS p50/p95 ms | vector p50/p95 ms | hybrid p50/p95 ms | recall@10 |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
-        f = lambda key, r=r: f"{r[key][0]:.2f} / {r[key][1]:.2f}"  # noqa: E731
-        seed = f"{r['seed'][0]:.0f}" if "seed" in r else "—"
-        lines.append(f"| {r['n']:,} | {r['insert_rate']:,.0f} ({r['insert_main_cpu_rate']:,.0f}) |"
-                     f" {r['embed_rate']:,.0f} | {f('fts')} | {f('vector')} | {f('hybrid')} |"
-                     f" {f('numpy')} | {r['vector'][0] / r['numpy'][0]:.2f}x | {r['recall']:.3f} |"
-                     f" {f('sqlite_vec')} | {r['sqlite_vec_recall']:.3f} | {seed} | {r['matrix_load_s']:.2f} |")
-    return "\n".join(lines)
+        out.append(f"| {r['n']:,} | {r['insert_rate']:,.0f} ({r['insert_main_cpu_rate']:,.0f}) |"
+                   f" {r['insert_last_rate']:,.0f} | {r['embed_rate']:,.0f} | {r['index_build_s']:.1f} |"
+                   f" {f(r, 'fts')} | {f(r, 'vector')} | {f(r, 'hybrid')} | {r['recall']:.3f} |")
+    out += ["", "Bare top-10 over pre-embedded queries, one thread (ratio = p50 / shared index p50):", "",
+            "| entries | peer | p50 / p95 ms | × shared index | recall@10 |", "|---:|---|---:|---:|---:|"]
+    for r in results:
+        base = r["index"][0]
+        rows = [("shared index (PQ + rescoring)", "index", r["recall"]), ("numpy exact", "numpy", 1.0),
+                ("faiss flat", "faiss_flat", r.get("faiss_flat_recall"))]
+        rows += [(f"faiss HNSW M={HNSW_M} ef={ef}", f"hnsw_{ef}", r.get(f"hnsw_{ef}_recall")) for ef in HNSW_EF]
+        rows += [("sqlite-vec KNN", "sqlite_vec", r["sqlite_vec_recall"]), ("seed algorithm", "seed", r.get("seed_recall"))]
+        for name, key, rec in rows:
+            if key in r:
+                out.append(f"| {r['n']:,} | {name} | {f(r, key)} | {r[key][0] / base:.2f}x |"
+                           f" {rec if rec is None else format(rec, '.3f')} |")
+        if "hnsw_build_s" in r:
+            out.append(f"| {r['n']:,} | (faiss HNSW build, all cores) | {r['hnsw_build_s'] * 1000:,.0f} | | |")
+    out += ["", "Two fresh processes searching at once (50 vector searches each; worst of the two):", "",
+            "| entries | path | first search s | vector p50 ms | RSS added MB | PSS added MB |",
+            "|---:|---|---:|---:|---:|---:|"]
+    for r in results:
+        for kind in ("shared", "exact"):
+            p = r[f"procs_{kind}"]
+            out.append(f"| {r['n']:,} | {kind} | {p['first_s']:.2f} | {p['p50_ms']:.1f} | {p['rss_mb']:,.0f} |"
+                       f" {p['pss_mb']:,.0f} |")
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated entry counts")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--ann-max", type=int, default=200_000,
+                        help="largest size at which the faiss HNSW peer is built (its build is the slowest step)")
     args = parser.parse_args(argv)
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
         folder = Path(tempfile.mkdtemp(prefix=f"bench-memory-{n}-"))
         try:
             print(f"building {n:,} entries ...", flush=True)
-            results.append(bench(n, min(args.queries, n), folder))
+            results.append(bench(n, min(args.queries, n), folder, n <= args.ann_max))
+            print(report(results[-1:]), flush=True)   # each size as soon as it is done
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     load = os.getloadavg()
     print(f"\n{os.cpu_count()} CPUs; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min)")
     print(report(results))
-    print("\nvector/hybrid/FTS times are end to end through Memory.search (query embedding, filters, row fetch);"
-          " numpy and sqlite-vec times are the bare top-10 over pre-embedded queries. store_many: wall-clock rate over"
+    print("\nstore_many: wall-clock rate over"
           f" calls of {BATCH:,} entries each (one transaction per call, fresh keys);"
           " in brackets the rate the calling thread's CPU time allows (the embedder runs in a second thread).")
     return 0

@@ -262,9 +262,10 @@ async def test_a_session_id_is_not_enough_to_use_another_clients_session(workdir
             assert "has ended" in await error(a, "memory_store", key="late", content="too late", session_id=sid,
                                               session_token=token)
 
-    # the token was shown once and is nowhere else: not in the database files, the event log, or the logs
+    # the token was shown once and is nowhere else: not in the database files (nor the vector index files beside
+    # them), the event log, or the logs
     store = workdir / ".agentstack"
-    for f in store.iterdir():
+    for f in (f for f in store.rglob("*") if f.is_file()):
         assert token.encode() not in f.read_bytes(), f.name
     for log in ("a.stderr", "b.stderr"):
         assert token not in (workdir / log).read_text()

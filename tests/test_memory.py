@@ -224,9 +224,11 @@ def test_matrix_and_sqlite_vec_paths_agree(tmp_path):
             assert cached.index.loaded() and not ws2.memory.index.loaded()
 
 
-def test_matrix_follows_writes_from_another_connection(tmp_path):
-    with Workspace.open(tmp_path / "w", announce=False) as ws, \
-            Workspace.open(tmp_path / "w", announce=False) as other:
+@pytest.mark.parametrize("index", ["exact", "shared"])
+def test_matrix_follows_writes_from_another_connection(tmp_path, index):
+    cfg = Config.from_dict({"memory": {"vector": {"index": index}}})
+    with Workspace.open(tmp_path / "w", config=cfg, announce=False) as ws, \
+            Workspace.open(tmp_path / "w", config=cfg, announce=False) as other:
         ws.memory.store("a", "apples and pears")
         assert ws.memory.search("apples", "vector")[0].key == "a"   # matrix loaded now
         other.memory.store("b", "apples apples apples")             # another connection writes
@@ -237,8 +239,10 @@ def test_matrix_follows_writes_from_another_connection(tmp_path):
         assert "b" not in {r.key for r in ws.memory.search("apples", "vector")}
         other.memory.store_many([(f"k{i}", f"bulk entry {i}") for i in range(3000)])  # many changes: reload
         assert ws.memory.search("bulk entry 2999", "vector")[0].key == "k2999"
-        m = ws.memory.index._matrix
-        assert len(m.pos) == 3001
+        if index == "exact":
+            assert len(ws.memory.index._matrix.pos) == 3001
+        else:
+            assert ws.memory.index._matrix is None and ws.memory.index.shared_index().rows == 3001
 
 
 def test_dataframe_helpers(ws):

@@ -1,4 +1,13 @@
-"""Vector index: a sqlite-vec ``vec0`` table (the source of truth) plus an exact in-memory matrix.
+"""Vector index: a sqlite-vec ``vec0`` table (the source of truth) plus a search structure kept in step.
+
+Three search paths, chosen by configuration: ``memory.vector.index = "shared"`` (the default) uses the
+memory-mapped index files shared by every process (:mod:`agentstack_lab.memory.index`: PQ fast-scan
+plus exact rescoring; at 1M entries ~10x faster than the exact scan with recall@10 >= 0.99 and without a
+per-process float32 copy); ``"exact"`` keeps the exact in-process matrix described below (recall 1.0,
+one float32 copy per process); ``memory.vector.cache = false`` asks sqlite-vec itself. An in-memory
+database (no file to put index files next to) uses the exact matrix.
+
+The exact matrix:
 
 Why the matrix: the sqlite-vec 0.1.9 wheel is built without SIMD, so its brute-force
 KNN scans 100k x 384 floats in ~65 ms, about 4-5x slower than one numpy BLAS call over
@@ -23,15 +32,20 @@ writes every metadata value into its own chunk blob, row by row.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import extract_session_id
+from agentstack_lab.memory.index import SharedIndex
+
+log = logging.getLogger(__name__)
 
 __all__ = ["VectorIndex", "VectorFilter", "EmbedderMismatchError", "vec_metadata"]
 
@@ -158,12 +172,14 @@ class _Matrix:
 class VectorIndex:
     """The ``memory_vec`` vec0 table and its exact in-memory mirror for one database."""
 
-    def __init__(self, db: Any, *, dimensions: int, use_cache: bool = True):
+    def __init__(self, db: Any, *, dimensions: int, use_cache: bool = True, shared: bool = True):
         self.db = db
         self.dimensions = dimensions
         self.use_cache = use_cache
+        self.shared = shared and use_cache and isinstance(getattr(db, "path", None), Path)
         self._lock = threading.RLock()
         self._matrix: _Matrix | None = None
+        self._shared: SharedIndex | None = None
         self._meta_cols: bool | None = None   # vec0 table with metadata columns (made before the lean layout)
 
     # --- schema ---------------------------------------------------------------------------------
@@ -244,7 +260,20 @@ class VectorIndex:
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dimensions:
             raise ValueError(f"query vector has {q.shape[0]} dimensions, the index has {self.dimensions}")
-        if self.use_cache:
+        hits = None
+        if self.shared:
+            with self._lock:
+                try:
+                    index = self._shared_refresh()
+                except OSError as exc:   # e.g. a read-only workspace: no index files beside the database
+                    log.warning("memory: shared vector index unavailable (%s); using the exact in-process matrix",
+                                exc)
+                    self.shared = False
+                else:
+                    hits = index.search(q, k, flt.namespace, flt.session_id, flt.agent_id, flt.include_shared)
+        if hits is not None:
+            pass
+        elif self.use_cache:
             with self._lock:
                 matrix = self._refresh()
                 hits = matrix.search(q, flt, k)
@@ -295,7 +324,79 @@ class VectorIndex:
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
     def loaded(self) -> bool:
-        return self._matrix is not None
+        return self._matrix is not None or self._shared is not None
+
+    # --- shared index (memory/index.py) -----------------------------------------------------------------
+    def shared_index(self) -> SharedIndex:
+        """This database's :class:`SharedIndex` (``vectors/<db file name>/`` beside the database)."""
+        if self._shared is None:
+            row = self.db.conn.execute("SELECT created_at FROM vector_index WHERE id = 1").fetchone()
+            path = Path(self.db.path)
+            self._shared = SharedIndex(path.parent / "vectors" / path.name, self.dimensions,
+                                       db_id=repr(row[0] if row else None))
+        return self._shared
+
+    def _shared_refresh(self) -> SharedIndex:
+        index = self.shared_index()
+        conn = self.db.conn
+        own_txn = not conn.in_transaction
+        if own_txn:
+            conn.execute("BEGIN")   # one snapshot for the high-water mark and the rows
+        try:
+            row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_vec_log'").fetchone()
+            top = int(row[0]) if row else 0
+            index.sync(top, lambda after: self._changes(conn, after), lambda rids: self._fetch(conn, rids),
+                       lambda: self._read_all(conn))
+        finally:
+            if own_txn:
+                conn.execute("COMMIT")
+        if not index.refresh():
+            raise RuntimeError(f"{index.dir}: no shared vector index after sync")
+        return index
+
+    @staticmethod
+    def _changes(conn: Any, after: int) -> tuple[list[int], bool]:
+        first = conn.execute("SELECT min(seq) FROM memory_vec_log").fetchone()[0]
+        if first is None or first > after + 1:
+            return [], True
+        return [r[0] for r in conn.execute("SELECT DISTINCT rid FROM memory_vec_log WHERE seq > ?", (after,))], False
+
+    def _fetch(self, conn: Any, rids: list[int]) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str, str]]]:
+        found: list[tuple[int, bytes, str, str | None]] = []
+        for i in range(0, len(rids), 500):
+            chunk = rids[i:i + 500]
+            found += conn.execute(
+                "SELECT v.rid, v.embedding, m.namespace, m.agent_id FROM memory_vec v JOIN memory m ON m.rid = v.rid"
+                f" WHERE v.rid IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+        vecs = np.frombuffer(b"".join(r[1] for r in found), dtype=np.float32).reshape(len(found), self.dimensions)
+        return (np.array([r[0] for r in found], dtype=np.int64), vecs,
+                [vec_metadata(r[2], r[3]) for r in found])
+
+    def _read_all(self, conn: Any) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str, str]]]:
+        rids, mat = self._vectors(conn)
+        if not len(rids):
+            return rids, mat, []
+        meta = conn.execute("SELECT rid, namespace, agent_id FROM memory ORDER BY rid").fetchall()
+        mrids = np.fromiter((r[0] for r in meta), dtype=np.int64, count=len(meta))
+        at = np.clip(np.searchsorted(mrids, rids), 0, max(len(mrids) - 1, 0))
+        ok = (mrids[at] == rids) if len(mrids) else np.zeros(len(rids), dtype=bool)
+        cache: dict[tuple[str, Any], tuple[str, str, str]] = {}
+        out = []
+        for j in at[ok].tolist():
+            key = (meta[j][1], meta[j][2])
+            got = cache.get(key)
+            if got is None:
+                got = cache[key] = vec_metadata(*key)
+            out.append(got)
+        return rids[ok], mat[ok], out
+
+    def _vectors(self, conn: Any) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            return self._read_chunks(conn)
+        except Exception:  # pragma: no cover - a sqlite-vec whose storage layout differs: use its SQL API
+            rows = conn.execute("SELECT rid, embedding FROM memory_vec ORDER BY rid").fetchall()
+            return (np.array([r[0] for r in rows], dtype=np.int64),
+                    np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dimensions))
 
     def _refresh(self) -> _Matrix:
         conn = self.db.conn
@@ -326,12 +427,7 @@ class VectorIndex:
                 conn.execute("COMMIT")
 
     def _load(self, conn: Any, top: int) -> _Matrix:
-        try:
-            rids, mat = self._read_chunks(conn)
-        except Exception:  # pragma: no cover - a sqlite-vec whose storage layout differs: use its SQL API
-            rows = conn.execute("SELECT rid, embedding FROM memory_vec ORDER BY rid").fetchall()
-            rids = np.array([r[0] for r in rows], dtype=np.int64)
-            mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dimensions)
+        rids, mat = self._vectors(conn)
         n = len(rids)
         m = _Matrix(self.dimensions, cap=max(1024, int(n * 1.25)))
         if n:

@@ -65,7 +65,8 @@ class SqliteBackend:
     def __init__(self, db: Any, *, dimensions: int, config: Any):
         self.db = db
         self.dimensions = dimensions
-        self.index = VectorIndex(db, dimensions=dimensions, use_cache=config.vector.cache)
+        self.index = VectorIndex(db, dimensions=dimensions, use_cache=config.vector.cache,
+                                 shared=config.vector.index == "shared")
 
     def ensure(self, embedder_name: str, model: str) -> None:
         self.index.ensure(embedder_name, model)

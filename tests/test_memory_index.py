@@ -1,0 +1,204 @@
+"""The shared vector index (memory/index.py): recall against exact search, filters with exactly k hits,
+writes from other processes, readers beside a writer and compaction, deletes, the exact-path switch."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from agentstack_lab.config import Config
+from agentstack_lab.memory import index as shared_index
+from agentstack_lab.memory.vectors import VectorFilter
+from agentstack_lab.workspace import Workspace
+
+EXACT = Config.from_dict({"memory": {"vector": {"index": "exact"}}})
+FILTERS = [VectorFilter(), VectorFilter(namespace="ns1"), VectorFilter(agent_id="ag"),
+           VectorFilter(agent_id="ag", include_shared=False), VectorFilter(namespace="ns3", agent_id="ag"),
+           VectorFilter(namespace="nobody")]
+
+
+def _corpus(n, seed=0):
+    rng = np.random.default_rng(seed)
+    vocab = ["".join(rng.choice(list("abcdefghijklmnop"), size=rng.integers(3, 8))) for _ in range(3000)]
+    p = 1.0 / np.arange(1, len(vocab) + 1)
+    words = rng.choice(len(vocab), size=(n, 20), p=p / p.sum())
+    return [" ".join(vocab[w] for w in row) for row in words]
+
+
+def _items(texts, start=0):
+    return [{"key": f"k{i}", "content": t, "namespace": f"ns{i % 4}", "agent_id": "ag" if i % 3 == 0 else None}
+            for i, t in enumerate(texts, start)]
+
+
+@pytest.fixture
+def small_pq(monkeypatch):
+    """Build the PQ from 3,000 rows and search exactly only below 300 filtered rows (the real thresholds are
+    20,000: the same code paths on a test-sized memory)."""
+    monkeypatch.setattr(shared_index, "PQ_MIN", 3000)
+    monkeypatch.setattr(shared_index, "PQ_TAIL", 2000)
+    monkeypatch.setattr(shared_index, "PQ_TRAIN", 3000)
+    monkeypatch.setattr(shared_index, "EXACT_ROWS", 300)
+
+
+def _child(code: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+
+
+def test_recall_and_filters_against_exact(tmp_path, small_pq):
+    texts = _corpus(20_000)
+    with Workspace.open(tmp_path / "w", announce=False) as ws, \
+            Workspace.open(tmp_path / "w", config=EXACT, announce=False) as ex:
+        ws.memory.store_many(_items(texts))
+        shared, exact = ws.memory.index, ex.memory.index
+        queries = ws.memory.embedder.embed([" ".join(t.split()[2:5]) for t in texts[:: 20_000 // 40]])
+        hits = total = 0
+        for flt in FILTERS:
+            for q in queries:
+                got, want = shared.search(q, flt, 10), exact.search(q, flt, 10)
+                assert len(got) == len(want), flt            # exactly k filtered hits (0 for an unknown namespace)
+                allowed = dict(exact.search(q, flt, 4096))
+                assert {rid for rid, _ in got} <= set(allowed), flt   # the filter applied inside the search
+                for rid, score in got:                          # scores are exact cosine similarities
+                    assert score == pytest.approx(allowed[rid], abs=1e-5)
+                hits += len({r for r, _ in got} & {r for r, _ in want})
+                total += len(want)
+        assert shared.shared_index()._pq is not None and exact._matrix is not None
+        recall = hits / total
+        print(f"recall@10 over {len(FILTERS)} filters x {len(queries)} queries: {recall:.4f}")
+        assert recall >= 0.99
+
+
+def test_another_process_writes_are_seen(tmp_path, small_pq):
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store_many(_items(_corpus(4000)))
+        assert ws.memory.search("anything at all", "vector", limit=1) is not None   # index built here
+        code = """
+            import sys
+            from agentstack_lab.workspace import Workspace
+            with Workspace.open(sys.argv[1], announce=False) as ws:
+                ws.memory.store("zebra", "zebras graze on the savanna near the river")
+                ws.memory.delete("k5", namespace="ns1")
+                print(ws.memory.search("zebras graze savanna", "vector", limit=1)[0].key)
+        """
+        p = _child(code, str(tmp_path / "w"))
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert out.split() == ["zebra"]                      # the other process searched its own write
+        assert ws.memory.search("zebras graze savanna", "vector", limit=1)[0].key == "zebra"
+        assert ws.memory.index.shared_index().rows == 4000   # 4000 + zebra - k5
+
+
+def test_reader_survives_concurrent_writer_and_compaction(tmp_path, small_pq):
+    folder = tmp_path / "w"
+    with Workspace.open(folder, announce=False) as ws:
+        ws.memory.store_many(_items(_corpus(4000)))
+        ws.memory.search("warm", "vector")
+        gen0 = ws.memory.index.shared_index().state()["gen"]
+        code = """
+            import sys
+            from agentstack_lab.workspace import Workspace
+            with Workspace.open(sys.argv[1], announce=False) as ws:
+                m = ws.memory
+                for round in range(4):
+                    m.store_many([(f"w{round}-{i}", f"writer round {round} entry {i}") for i in range(300)])
+                    m.search("writer round", "vector")        # this process appends / compacts the index
+                    for i in range(round * 500, round * 500 + 500):
+                        m.delete(f"k{i}", namespace=f"ns{i % 4}")
+                m.search("writer", "vector")
+        """
+        writer = _child(code, str(folder))
+        searches = 0
+        while writer.poll() is None:
+            hits = ws.memory.index.search(ws.memory.embedder.embed(["writer round entry"])[0], VectorFilter(), 20)
+            assert len(hits) == 20
+            searches += 1
+        assert writer.returncode == 0, writer.stderr.read()
+        assert searches > 0
+        st = ws.memory.index.shared_index().state()
+        assert st["gen"] > gen0                                 # a compaction happened meanwhile
+        deleted = {f"k{i}" for i in range(2000)}
+        keys = {r.key for r in ws.memory.search("entry", "vector", limit=500)}
+        assert not keys & deleted
+        q = ws.memory.embedder.embed([_corpus(4000)[10]])[0]  # k10 was deleted: its own text must not find it
+        rids = {rid for rid, _ in ws.memory.index.search(q, VectorFilter(), 4096)}
+        live = {r[0] for r in ws.db.query("SELECT rid FROM memory")}
+        assert rids <= live and len(rids) == min(4096, len(live))
+
+
+def test_deleted_entries_never_returned(tmp_path, small_pq):
+    texts = _corpus(5000)
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        m = ws.memory
+        m.store_many(_items(texts))
+        m.search("warm", "vector")
+        gone = [f"k{i}" for i in range(0, 5000, 7)]
+        for key in gone:
+            m.delete(key, namespace=f"ns{int(key[1:]) % 4}")
+        m.store("k0", "a fresh note with new words", namespace="ns0")   # re-created after its delete
+        q = m.embedder.embed([texts[7]])[0]
+        live = dict(ws.db.query("SELECT rid, key FROM memory"))
+        got = m.index.search(q, VectorFilter(), 50)
+        assert len(got) == 50 and all(rid in live for rid, _ in got)
+        assert live[got[0][0]] != "k7"
+        all_hits = m.index.search(q, VectorFilter(), 4096)
+        assert len(all_hits) == 4096 < len(live) and all(rid in live for rid, _ in all_hits)
+        fresh = m.index.search(m.embedder.embed(["a fresh note with new words"])[0], VectorFilter(), 1)
+        assert live[fresh[0][0]] == "k0" and fresh[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_garbage_past_the_committed_rows_is_ignored(tmp_path, small_pq):
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store_many(_items(_corpus(500)))
+        ws.memory.search("warm", "vector")
+        sh = ws.memory.index.shared_index()
+        gen = sh.dir / f"gen-{sh.state()['gen']}"
+        for name in ("vec.f4", "rid.i8"):                      # a writer that died mid-append
+            with open(gen / name, "ab") as fh:
+                fh.write(b"\xff" * 4096)
+        ws.memory.store("late", "a late arrival about pelicans")
+        assert ws.memory.search("late arrival pelicans", "vector", limit=1)[0].key == "late"
+        assert sh.rows == 501 and len(ws.memory.index.search(np.ones(384, np.float32), VectorFilter(), 4096)) == 501
+
+
+def test_config_switch_selects_the_exact_path(tmp_path):
+    with Workspace.open(tmp_path / "a", config=EXACT, announce=False) as ws:
+        ws.memory.store("a", "apples and pears")
+        assert ws.memory.search("apples", "vector")[0].key == "a"
+        assert ws.memory.index._matrix is not None and ws.memory.index._shared is None
+        assert not (ws.db.path.parent / "vectors").exists()
+    with Workspace.open(tmp_path / "b", announce=False) as ws:
+        ws.memory.store("a", "apples and pears")
+        assert ws.memory.search("apples", "vector")[0].key == "a"
+        assert ws.memory.index._matrix is None
+        assert (ws.db.path.parent / "vectors" / ws.db.path.name / "state.json").exists()
+    with pytest.raises(ValueError, match="index"):
+        Config.from_dict({"memory": {"vector": {"index": "hnsw"}}})
+
+
+def test_store_many_rate_with_the_shared_index(tmp_path):
+    """Measured, not asserted (machine load varies): the rate is printed; the index follows every batch."""
+    texts = _corpus(20_000, seed=3)
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        m = ws.memory
+        t = time.perf_counter()
+        for i in range(0, len(texts), 5000):
+            m.store_many(_items(texts[i:i + 5000], i))
+            m.search("catch up", "vector")               # the index catches up between batches
+        rate = len(texts) / (time.perf_counter() - t)
+        print(json.dumps({"store_many_plus_index_entries_per_s": round(rate)}))
+        assert m.stats() == {"memory": 20_000, "fts": 20_000, "vector": 20_000}
+        assert m.index.shared_index().rows == 20_000
+
+
+def test_unwritable_index_folder_falls_back_to_the_exact_matrix(tmp_path, caplog):
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store("a", "apples and pears")
+        (ws.db.path.parent / "vectors").write_text("not a folder")   # the index files cannot be made
+        assert ws.memory.search("apples", "vector")[0].key == "a"
+        assert ws.memory.index._matrix is not None and "shared vector index unavailable" in caplog.text
