@@ -44,15 +44,14 @@ class RunControl:
 
     def __init__(self, run: AgentRun):
         self.run = run
-        config = getattr(run.workspace, "config", None)
-        self.drift_cfg = getattr(config, "drift", None)
-        self.consensus_cfg = getattr(config, "consensus", None)
+        self.drift_cfg = run.workspace.config.drift
+        self.consensus_cfg = run.workspace.config.consensus
         self._detector: Any = None
         self._consensus: Any = None
 
     @property
     def _db(self) -> Any:
-        return getattr(self.run.workspace, "db", None)
+        return self.run.workspace.db
 
     # --- drift -----------------------------------------------------------------------------------------
     @property
