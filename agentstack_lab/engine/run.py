@@ -21,6 +21,7 @@ from agentstack_lab.engine.log import EventLog
 from agentstack_lab.engine.options import (
     AgentFailedError,
     AgentRunError,
+    Attachment,
     BudgetExceededError,
     HeadlessQueryError,
     RunOptions,
@@ -72,7 +73,8 @@ class AgentRun:
 
     def __init__(self, prompt: str, *, workspace: Workspace, provider: Any = None, agent_type: str | None = None,
                  options: RunOptions | dict[str, Any] | None = None, model: str | None = None,
-                 session_id: str | None = None, executor: Executor | str | None = None):
+                 session_id: str | None = None, executor: Executor | str | None = None,
+                 attach: Attachment | None = None):
         if not isinstance(prompt, str) or not prompt.strip():
             raise UsageError("prompt must be a non-empty string")
         config = workspace.config
@@ -90,7 +92,10 @@ class AgentRun:
         self.executor = make_executor(executor if executor is not None else self.options.executor)
         self.prompt = prompt
         self.agent_type = agent_type
-        self.id = str(uuid.uuid4())
+        self.attach = attach  # a subtask run by a worker, placed in its coordinator's tree
+        self.id = attach.agent_id if attach else str(uuid.uuid4())
+        self.run_id = attach.run_id if attach else self.id  # the run whose log and rows hold this tree
+        self.coordination: Any = None  # engine/coordinate.py, when options.coordinate queues subquestions
         if session_id is not None:  # "" is an error (SessionError), never "no session"
             from agentstack_lab.memory.access import check_session_id  # here: the memory package loads numpy
 
@@ -335,7 +340,7 @@ class AgentRun:
     def emit_state(self, node: AgentNode, *, with_content: bool = False) -> None:
         self.emit(AgentState(agent_id=node.id, state=node.state(with_content=with_content)))
         if self._log is not None:
-            self._log.agent_row(node.row(self.id, self.session_id))
+            self._log.agent_row(node.row(self.run_id, self.session_id))
 
     def note(self, node: AgentNode, text: str) -> None:
         """Record a notice (budget, fallback) in the agent's metadata."""
@@ -389,7 +394,13 @@ class AgentRun:
         parent.subagents.append(child.id)
         self.emit_state(child)
         self.emit_state(parent)
-        child.task = asyncio.get_running_loop().create_task(self._agent(child), name=f"agentstack-{child.name}")
+        body = self._agent(child)
+        if opts.coordinate and parent.id == self.id and origin == "subquestion":
+            from agentstack_lab.engine.coordinate import queued_agent
+
+            body.close()
+            body = queued_agent(self, child, priority=max(1, 8 - len(parent.subagents) + 1))
+        child.task = asyncio.get_running_loop().create_task(body, name=f"agentstack-{child.name}")
         return child
 
     def children(self, node: AgentNode) -> list[AgentNode]:
@@ -554,19 +565,20 @@ class AgentRun:
         from agentstack_lab.engine.liveness import reap_orphans
 
         reap_orphans(db)  # agents of runs whose process died are failed, not left "running"
-        self._log = EventLog(db, self.id)
+        self._log = EventLog(db, self.run_id, owner=self.attach is None)
         self._log.start()
         from agentstack_lab.decisions import decisions_for
 
         self.decision_store = decisions_for(self.workspace)
-        root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt,
-                         identity_id=self.identity.agent_id if self.identity else None,
+        at = self.attach
+        root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt, parent_id=at and at.parent_id,
+                         depth=at.depth if at else 0, identity_id=self.identity.agent_id if self.identity else None,
                          metadata={"provider": getattr(self.provider, "name", "?"),
                                    "executor": self.executor.name, "sessionId": self.session_id})
         if self.identity is not None:
             root.metadata["identityId"] = self.identity.agent_id
         self.nodes[root.id] = root
-        self.emit_state(root)
+        self.emit_state(root, with_content=at is not None)  # a retried subtask starts from empty text
         if self._log is not None:
             self._log.write_now()
 
@@ -614,6 +626,8 @@ class AgentRun:
             if self.decision_store is not None:  # nothing may stay pending for a run that is over
                 with contextlib.suppress(Exception):
                     self.decision_store.cancel_for_run(self.id, f"the run ended ({root.status})")
+            if self.coordination is not None:
+                await self.coordination.shutdown()
             if self._log is not None:
                 await self._log.close()
 
