@@ -4,7 +4,8 @@
 worker can take it: an idle in-process worker of that type picks it up itself; otherwise a new
 in-process worker (an asyncio task running :class:`~agentstack_lab.coordination.worker.Worker` with
 ``concurrency=1``) is spawned for that type while there are fewer than ``max_workers``; at the limit,
-an idle worker of another type is retired to make room, or the task waits for a worker to free up.
+the task waits for a worker of its type to free up, or, when no worker serves its type, an idle
+worker of another type is retired to make room.
 External ``agentstack-lab worker`` processes that joined the workspace take tasks from the same
 queue, whichever claims first. ``wait(task_id)`` returns the finished task (result or error), from
 whichever process ran it. ``shutdown()`` stops every in-process worker and clears the group's
@@ -82,12 +83,14 @@ class Coordinator:
             return
         self.workers = [(w, j) for w, j in self.workers if not j.done()]
         mine = [w for w, _ in self.workers if w.serves(agent_type)]
-        if any(w.idle for w in mine) and len(mine) >= self.queue.depth(agent_type, group_id=self.group_id):
-            return  # idle workers of this type will claim it
+        if any(w.idle for w in mine):
+            return  # reuse: an idle worker of this type will claim it
         if len(self.workers) >= self.max_workers:
-            spare = next((w for w, _ in self.workers if w.idle and not w.serves(agent_type)), None)
+            if mine:
+                return  # a worker of its type takes it when it is free (or an external worker does)
+            spare = next((w for w, _ in self.workers if w.idle), None)
             if spare is None:
-                return  # it waits for a worker of its type to free up (or an external worker)
+                return  # it waits for a worker to free up; the next idle one makes room for it
             spare.stop(0)  # retire an idle worker of another type to make room
             self.workers = [(w, j) for w, j in self.workers if w is not spare]
         self._spawn(agent_type)

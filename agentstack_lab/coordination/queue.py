@@ -284,12 +284,19 @@ class TaskQueue:
                + " ORDER BY priority DESC, seq LIMIT ?")
         return [_task(r) for r in self.db.query(sql, [*params, int(limit)])]
 
-    def depth(self, agent_type: str | None = None, *, group_id: str | None = None) -> int:
-        """Pending tasks (of a type / group), the ``queue depth`` of metrics and health."""
-        sql, params = "SELECT count(*) FROM task_queue WHERE state = 'pending'", []
-        if agent_type is not None:
-            sql += " AND agent_type = ?"
-            params.append(agent_type)
+    def depth(self, agent_type: str | list[str] | tuple[str, ...] | None = None, *, group_id: str | None = None,
+              stale: bool = False) -> int:
+        """Pending tasks (of a type or types / group), the ``queue depth`` of metrics and health.
+
+        With ``stale``, claimed tasks whose lease expired count too (they are claimable again).
+        """
+        sql = ("SELECT count(*) FROM task_queue WHERE (state = 'pending'"
+               + (" OR (state = 'claimed' AND lease_expires_at < ?))" if stale else ")"))
+        params: list[Any] = [time.time()] if stale else []
+        types = _types(agent_type)
+        if types is not None:
+            sql += f" AND agent_type IN ({','.join('?' * len(types))})"
+            params.extend(types)
         if group_id is not None:
             sql += " AND group_id = ?"
             params.append(group_id)

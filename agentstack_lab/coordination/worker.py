@@ -84,7 +84,7 @@ class Worker:
                 if task is not None:
                     self._start(task)
                     continue
-                if until_empty and not self.running and self.queue.depth() == 0 and not self._claimable():
+                if until_empty and not self.running and self.queue.depth(self.types, stale=True) == 0:
                     break
                 if not self.running and self.on_idle is not None:
                     self.on_idle(self)
@@ -93,9 +93,6 @@ class Worker:
             await self._drain()
 
     # --- internals -------------------------------------------------------------------------------------
-    def _claimable(self) -> bool:
-        return bool(self.queue.stale_leases())
-
     async def _nap(self) -> None:
         """Wait for a free slot (when full) or for new work (when the queue had none)."""
         assert self._slot is not None and self._stopping is not None
