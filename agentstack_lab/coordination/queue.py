@@ -332,10 +332,7 @@ class TaskQueue:
                         return task
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"queued task {task_id} not finished after {timeout:g}s")
-                try:
-                    await asyncio.wait_for(wake.wait(), self.poll)
-                except TimeoutError:
-                    pass
+                await _nap(wake, self.poll)
         finally:
             self._wake.remove(entry)
 
@@ -348,11 +345,9 @@ class TaskQueue:
             start = self.db.query("PRAGMA data_version")[0][0]
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and not wake.is_set():
-                try:
-                    await asyncio.wait_for(wake.wait(), min(self.poll, max(0.0, deadline - time.monotonic())))
-                except TimeoutError:
-                    if self.db.query("PRAGMA data_version")[0][0] != start:
-                        return
+                await _nap(wake, min(self.poll, max(0.0, deadline - time.monotonic())))
+                if self.db.query("PRAGMA data_version")[0][0] != start:
+                    return
         finally:
             self._wake.remove(entry)
 
@@ -420,6 +415,15 @@ class TaskQueue:
             except RuntimeError:
                 pass
             loop.call_soon_threadsafe(ev.set)
+
+
+async def _nap(wake: asyncio.Event, timeout: float) -> None:
+    """Wait for ``wake`` or ``timeout``; unlike ``wait_for`` (3.11) it never swallows a cancellation."""
+    waiter = asyncio.ensure_future(wake.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
 
 
 def _check_worker(worker_id: Any) -> None:
