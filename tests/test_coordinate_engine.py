@@ -137,3 +137,24 @@ def test_an_external_worker_process_runs_the_subagents_in_the_coordinators_tree(
 def test_max_workers_must_be_a_non_negative_integer(bad):
     with pytest.raises(ValueError, match="RunOptions.max_workers must be a non-negative integer"):
         RunOptions(max_workers=bad)
+
+
+def test_magic_and_cli_take_coordinate(ws):
+    from agentstack_lab.notebook.args import MagicUsageError, parse_agent_line
+
+    args = parse_agent_line("--coordinate --max-workers 2 how are sales?")
+    assert args.coordinate and args.max_workers == 2 and args.prompt == "how are sales?"
+    assert not parse_agent_line("how are sales?").coordinate
+    with pytest.raises(MagicUsageError, match="--max-workers"):
+        parse_agent_line("--coordinate --max-workers many q")
+    # agent run --coordinate, in-process workers only: the subagents went through the queue
+    proc = subprocess.run([*CLI, "-w", str(ws.root), "agent", "run", "how are sales trending?", "--coordinate",
+                           "--max-workers", "1", "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = ws.db.query("SELECT state, worker_id FROM task_queue")
+    assert len(rows) == 2 and {r[0] for r in rows} == {"completed"}
+    # one worker at a time: the researcher's worker was retired to make room for the reviewer's
+    assert sorted(r[1].rsplit("-", 2)[1:] for r in rows) == [["researcher", "1"], ["reviewer", "2"]]
+    bad = subprocess.run([*CLI, "-w", str(ws.root), "agent", "run", "q", "--coordinate", "--max-workers", "-1"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--max-workers" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
