@@ -156,10 +156,9 @@ def _merge(run: AgentRun, node: AgentNode, task: QueuedTask) -> None:
 
 def _adopt(run: AgentRun, node: AgentNode, tree: dict[str, Any]) -> None:
     """Copy a worker's snapshot (the child and its descendants) into the coordinator's nodes."""
-    own = tree.get("ownUsage") or {}
-    node.usage = Usage(input_tokens=int(own.get("input_tokens", 0)), output_tokens=int(own.get("output_tokens", 0)))
-    rolled = tree.get("usage") or own
-    run._tokens += int(rolled.get("input_tokens", 0)) + int(rolled.get("output_tokens", 0))
+    node.usage = _usage(tree.get("ownUsage"))
+    rolled = _usage(tree.get("usage") or tree.get("ownUsage"))
+    run._tokens += rolled.input_tokens + rolled.output_tokens
     node.content = tree.get("content") or ""
     node.metadata.update({k: v for k, v in (tree.get("metadata") or {}).items() if k not in ("queue",)})
     node.subagents = [c["id"] for c in tree.get("children") or []]
@@ -169,14 +168,19 @@ def _adopt(run: AgentRun, node: AgentNode, tree: dict[str, Any]) -> None:
     run.emit_state(node, with_content=True)
 
 
+def _usage(data: Any) -> Usage:
+    """Usage from a snapshot's ``ownUsage``/``usage`` (camelCase on the wire, snake_case before)."""
+    data = data if isinstance(data, dict) else {}
+    return Usage(input_tokens=int(data.get("inputTokens", data.get("input_tokens", 0)) or 0),
+                 output_tokens=int(data.get("outputTokens", data.get("output_tokens", 0)) or 0))
+
+
 def _adopt_descendant(run: AgentRun, snap: dict[str, Any]) -> None:
-    own = snap.get("ownUsage") or {}
     sub = AgentNode(id=snap["id"], type=snap.get("type", "agent"), prompt=snap.get("prompt", ""),
                     depth=int(snap.get("depth", 0)), parent_id=snap.get("parentId"), name=snap.get("name", ""),
                     status=snap.get("status", "completed"), content=snap.get("content") or "",
                     result=snap.get("result"), error=snap.get("error"), metadata=dict(snap.get("metadata") or {}),
-                    usage=Usage(input_tokens=int(own.get("input_tokens", 0)),
-                                output_tokens=int(own.get("output_tokens", 0))),
+                    usage=_usage(snap.get("ownUsage")),
                     created_at=snap.get("createdAt") or time.time(), started_at=snap.get("startedAt"),
                     ended_at=snap.get("endedAt"), subagents=[c["id"] for c in snap.get("children") or []])
     run.nodes[sub.id] = sub
