@@ -133,7 +133,7 @@ async def queued_agent(run: AgentRun, node: AgentNode, *, priority: int) -> None
         reason = node.stop_reason or (exc.args[0] if exc.args else None) or "stopped"
         await asyncio.to_thread(coord.queue.cancel, node.id, reason)
         if not node.terminal:
-            run._finish(node, "stopped", error=reason)
+            run.finish(node, "stopped", error=reason)
         return
     _merge(run, node, task)
 
@@ -148,17 +148,16 @@ def _merge(run: AgentRun, node: AgentNode, task: QueuedTask) -> None:
     if tree:
         _adopt(run, node, tree)
     if task.state == "completed" and result.get("status", "completed") == "completed":
-        run._finish(node, "completed", result=result.get("text") or "")
+        run.finish(node, "completed", result=result.get("text") or "")
     else:
         status = "stopped" if task.state == "cancelled" or result.get("status") == "stopped" else "failed"
-        run._finish(node, status, error=task.error or tree.get("error") or f"queued task {task.state}")
+        run.finish(node, status, error=task.error or tree.get("error") or f"queued task {task.state}")
 
 
 def _adopt(run: AgentRun, node: AgentNode, tree: dict[str, Any]) -> None:
     """Copy a worker's snapshot (the child and its descendants) into the coordinator's nodes."""
-    node.usage = _usage(tree.get("ownUsage"))
-    rolled = _usage(tree.get("usage") or tree.get("ownUsage"))
-    run._tokens += rolled.input_tokens + rolled.output_tokens
+    node.usage = Usage()
+    run.charge(node, _usage(tree.get("ownUsage")))  # counts against the tree's max_tokens like local work
     node.content = tree.get("content") or ""
     node.metadata.update({k: v for k, v in (tree.get("metadata") or {}).items() if k not in ("queue",)})
     node.subagents = [c["id"] for c in tree.get("children") or []]
@@ -180,10 +179,11 @@ def _adopt_descendant(run: AgentRun, snap: dict[str, Any]) -> None:
                     depth=int(snap.get("depth", 0)), parent_id=snap.get("parentId"), name=snap.get("name", ""),
                     status=snap.get("status", "completed"), content=snap.get("content") or "",
                     result=snap.get("result"), error=snap.get("error"), metadata=dict(snap.get("metadata") or {}),
-                    usage=_usage(snap.get("ownUsage")),
+                    usage=Usage(),
                     created_at=snap.get("createdAt") or time.time(), started_at=snap.get("startedAt"),
                     ended_at=snap.get("endedAt"), subagents=[c["id"] for c in snap.get("children") or []])
     run.nodes[sub.id] = sub
+    run.charge(sub, _usage(snap.get("ownUsage")))
     for child in snap.get("children") or []:
         _adopt_descendant(run, child)
     run.emit_state(sub, with_content=True)

@@ -486,6 +486,10 @@ class AgentRun:
         if root is not None:
             self._stop_subtree(root, reason)
 
+    def finish(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None) -> None:
+        """End an agent whose work ran elsewhere (a queued subtask): completed with its result, or failed/stopped."""
+        self._finish(node, status, result=result, error=error)
+
     def _finish(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None) -> None:
         node.set_status(status)
         if status == "completed":
