@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from agentstack_lab.cli import agent, config, decisions, memory, session, tasks, workflow
+from agentstack_lab.cli import agent, config, decisions, memory, session, tasks, worker, workflow
 from agentstack_lab.cli.common import HandledGroup, configure_logging
 from agentstack_lab.cli.mcp import mcp
 
@@ -29,6 +29,8 @@ app.add_typer(workflow.app, name="workflow")
 app.add_typer(agent.app, name="agent")
 app.add_typer(decisions.app, name="decisions")
 app.add_typer(tasks.app, name="task")
+app.add_typer(worker.queue_app, name="queue")
+app.command("worker")(worker.worker)
 app.command("mcp")(mcp)
 
 

@@ -173,6 +173,9 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
                                                      help="With --on-query wait: expire a question after this long "
                                                           "(e.g. 90s, 10m) and fail closed (default: wait forever)."),
                 no_subagents: bool = typer.Option(False, "--no-subagents", help="Do not split into subagents."),
+                coordinate: bool = typer.Option(False, "--coordinate",
+                                                help="Queue the root's subquestions on the durable queue (workers run them)."),
+                max_workers: int = typer.Option(None, "--max-workers", help="In-process workers of a --coordinate run."),
                 max_depth: int = typer.Option(None, "--max-depth"),
                 timeout: float = typer.Option(None, "--timeout", help="Wall-clock budget in seconds."),
                 session: str = typer.Option(None, "--session", "-s", help="Run within this session."),
@@ -188,7 +191,10 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
         raise UsageError("--decision-timeout only applies with --on-query wait")
     options: dict[str, Any] = {"interactive": False, "auto_approve": auto_approve, "executor": executor,
                                "answers": _answers(answer or []), "subagents": not no_subagents,
-                               "on_query": on_query, "decision_timeout": decision_timeout}
+                               "on_query": on_query, "decision_timeout": decision_timeout,
+                               "coordinate": coordinate}
+    if max_workers is not None:
+        options["max_workers"] = check_int("--max-workers", max_workers, maximum=1_000)
     if max_depth is not None:
         options["max_depth"] = check_int("--max-depth", max_depth, maximum=1_000)
     if timeout is not None:

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 class EventLog:
     """Batches a run's events and agent rows into the workspace database."""
 
-    def __init__(self, db: Any, run_id: str, *, interval: float = 0.05, batch: int = 512):
+    def __init__(self, db: Any, run_id: str, *, interval: float = 0.05, batch: int = 512, owner: bool = True):
         from agentstack_lab.agents.spawner import Spawner
         from agentstack_lab.tasks.store import TaskStore
 
@@ -43,7 +43,7 @@ class EventLog:
         self._task: asyncio.Task[None] | None = None
         self._lock: asyncio.Lock | None = None
         self._closed = False
-        self._owned = False
+        self._owned = not owner  # a worker writing into its coordinator's run does not own that run
         self._heartbeat: Heartbeat | None = None
         self.written = 0
 
@@ -52,7 +52,7 @@ class EventLog:
         self._lock = asyncio.Lock()
         self._task = asyncio.get_running_loop().create_task(self._flusher(), name=f"agentstack-log-{self.run_id[:8]}")
         path = getattr(self.db, "path", None)
-        if path is not None and str(path) != ":memory:":  # no other process can see an in-memory database
+        if path is not None and str(path) != ":memory:" and not self._owned:  # in-memory: no other process sees it
             self._heartbeat = Heartbeat(path, self.run_id).start()
 
     def append(self, event: OutboundEvent) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from agentstack_lab.errors import AgentstackError, UsageError
 from agentstack_lab.events import QUERY_KINDS
 
-__all__ = ["RunOptions", "QUERY_KINDS", "ON_QUERY", "parse_duration", "AgentRunError", "HeadlessQueryError", "BudgetExceededError",
+__all__ = ["RunOptions", "Attachment", "QUERY_KINDS", "ON_QUERY", "parse_duration", "AgentRunError", "HeadlessQueryError", "BudgetExceededError",
            "AgentFailedError"]
 
 
@@ -61,6 +61,20 @@ class AgentFailedError(AgentRunError):
     """The root agent failed (the message is its error)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class Attachment:
+    """Where a run's root sits in another run's tree: a subtask a worker runs for a coordinator.
+
+    The root agent gets ``agent_id``, ``parent_id`` and ``depth``; its events and agent rows are
+    written under ``run_id`` (the coordinator's run), so ``rebuild_tree`` shows it in place.
+    """
+
+    run_id: str
+    parent_id: str
+    agent_id: str
+    depth: int
+
+
 @dataclass(kw_only=True)
 class RunOptions:
     """Limits and behaviour of one run (defaults match the ``agents`` config section)."""
@@ -85,9 +99,11 @@ class RunOptions:
     else ``fail``. ``wait`` lets any surface answer (widget, ``agentstack-lab decisions``, MCP)."""
     decision_timeout: float | str | None = None
     """Seconds (or ``"90s"``, ``"10m"``, ``"1h"``) a question waits before it expires and the run fails closed."""
+    coordinate: bool = False  # the root's subquestions go through the durable queue (engine/coordinate.py)
+    max_workers: int = 4  # in-process workers a coordinated run may spawn (external workers come on top)
 
     def __post_init__(self) -> None:
-        for name in ("max_depth", "max_children", "max_agents", "max_turns"):
+        for name in ("max_depth", "max_children", "max_agents", "max_turns", "max_workers"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name in ("max_agents", "max_turns") else 0):
                 raise ValueError(f"RunOptions.{name} must be a {'positive' if name in ('max_agents', 'max_turns') else 'non-negative'} integer, got {value!r}")

@@ -22,6 +22,7 @@ from agentstack_lab.engine.log import EventLog
 from agentstack_lab.engine.options import (
     AgentFailedError,
     AgentRunError,
+    Attachment,
     BudgetExceededError,
     HeadlessQueryError,
     RunOptions,
@@ -74,7 +75,7 @@ class AgentRun:
     def __init__(self, prompt: str, *, workspace: Workspace, provider: Any = None, agent_type: str | None = None,
                  options: RunOptions | dict[str, Any] | None = None, model: str | None = None,
                  session_id: str | None = None, executor: Executor | str | None = None,
-                 origin: str | None = None):
+                 origin: str | None = None, attach: Attachment | None = None):
         if not isinstance(prompt, str) or not prompt.strip():
             raise UsageError("prompt must be a non-empty string")
         config = workspace.config
@@ -93,7 +94,10 @@ class AgentRun:
         self.prompt = prompt
         self.agent_type = agent_type
         self.origin = origin or default_origin()
-        self.id = str(uuid.uuid4())
+        self.attach = attach  # a subtask run by a worker, placed in its coordinator's tree
+        self.id = attach.agent_id if attach else str(uuid.uuid4())
+        self.run_id = attach.run_id if attach else self.id  # the run whose log and rows hold this tree
+        self.coordination: Any = None  # engine/coordinate.py, when options.coordinate queues subquestions
         if session_id is not None:  # "" is an error (SessionError), never "no session"
             from agentstack_lab.memory.access import check_session_id  # here: the memory package loads numpy
 
@@ -339,7 +343,7 @@ class AgentRun:
     def emit_state(self, node: AgentNode, *, with_content: bool = False) -> None:
         self.emit(AgentState(agent_id=node.id, state=node.state(with_content=with_content)))
         if self._log is not None:
-            self._log.agent_row(node.row(self.id, self.session_id))
+            self._log.agent_row(node.row(self.run_id, self.session_id))
 
     def note(self, node: AgentNode, text: str) -> None:
         """Record a notice (budget, fallback) in the agent's metadata."""
@@ -404,7 +408,13 @@ class AgentRun:
         parent.subagents.append(child.id)
         self.emit_state(child)
         self.emit_state(parent)
-        child.task = asyncio.get_running_loop().create_task(self._agent(child), name=f"agentstack-{child.name}")
+        body = self._agent(child)
+        if opts.coordinate and parent.id == self.id and origin == "subquestion":
+            from agentstack_lab.engine.coordinate import queued_agent
+
+            body.close()
+            body = queued_agent(self, child, priority=max(1, 8 - len(parent.subagents) + 1))
+        child.task = asyncio.get_running_loop().create_task(body, name=f"agentstack-{child.name}")
         return child
 
     def children(self, node: AgentNode) -> list[AgentNode]:
@@ -490,6 +500,10 @@ class AgentRun:
         if root is not None:
             self._stop_subtree(root, reason)
 
+    def finish(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None) -> None:
+        """End an agent whose work ran elsewhere (a queued subtask): completed with its result, or failed/stopped."""
+        self.finish_agent(node, status, result=result, error=error)
+
     def finish_agent(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None) -> None:
         """End one agent with ``status`` (and its result or error), announcing the change."""
         node.set_status(status)
@@ -570,20 +584,21 @@ class AgentRun:
         from agentstack_lab.engine.liveness import reap_orphans
 
         reap_orphans(db)  # agents of runs whose process died are failed, not left "running"
-        self._log = EventLog(db, self.id)
+        self._log = EventLog(db, self.run_id, owner=self.attach is None)
         self._log.start()
         from agentstack_lab.decisions import decisions_for
 
         self.decision_store = decisions_for(self.workspace)
-        root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt,
-                         identity_id=self.identity.agent_id if self.identity else None,
+        at = self.attach
+        root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt, parent_id=at and at.parent_id,
+                         depth=at.depth if at else 0, identity_id=self.identity.agent_id if self.identity else None,
                          metadata={"provider": getattr(self.provider, "name", "?"),
                                    "executor": self.executor.name, "sessionId": self.session_id,
                                    "origin": self.origin})
         if self.identity is not None:
             root.metadata["identityId"] = self.identity.agent_id
         self.nodes[root.id] = root
-        self.emit_state(root)
+        self.emit_state(root, with_content=at is not None)  # a retried subtask starts from empty text
         if self._log is not None:
             self._log.write_now()
             self.control.begin(root)
@@ -632,6 +647,8 @@ class AgentRun:
             if self.decision_store is not None:  # nothing may stay pending for a run that is over
                 with contextlib.suppress(Exception):
                     self.decision_store.cancel_for_run(self.id, f"the run ended ({root.status})")
+            if self.coordination is not None:
+                await self.coordination.shutdown()
             if self._log is not None:
                 await self._log.close()
 

@@ -113,6 +113,8 @@ class AgentArgs:
     identity: str | None = None
     on_query: str | None = None
     decision_timeout: str | None = None
+    coordinate: bool = False
+    max_workers: int | None = None
 
 
 def agent_parser() -> argparse.ArgumentParser:
@@ -131,6 +133,9 @@ def agent_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_seconds, help="wall-clock budget in seconds")
     p.add_argument("--no-subagents", dest="subagents", action="store_false", help="answer without subagents")
     p.add_argument("--auto-approve", action="store_true", help="run model-written code without asking")
+    p.add_argument("--coordinate", action="store_true",
+                   help="queue the root's subquestions on the durable task queue (workers run them)")
+    p.add_argument("--max-workers", type=_positive_int, help="in-process workers of a --coordinate run (default 4)")
     p.add_argument("--wait", action="store_true",
                    help="block the cell until the run ends (headless); queries need --auto-approve or --answer")
     p.add_argument("--session", type=_session, help="session id or name whose memory namespace the agents use")

@@ -113,7 +113,8 @@ def _options(args: AgentArgs, workspace: Workspace) -> Any:
     given = {"max_depth": args.max_depth, "max_children": args.max_children, "max_agents": args.max_agents,
              "max_tokens": args.max_tokens, "timeout_s": args.timeout, "executor": args.executor,
              "auto_approve": args.auto_approve or None, "identity": args.identity, "on_query": args.on_query,
-             "decision_timeout": args.decision_timeout}
+             "decision_timeout": args.decision_timeout,
+             "coordinate": args.coordinate or None, "max_workers": args.max_workers}
     return RunOptions.coerce({**{k: v for k, v in given.items() if v is not None}, "subagents": args.subagents,
                               "interactive": not args.wait, "answers": dict(args.answers)}, workspace.config)
 

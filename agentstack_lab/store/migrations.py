@@ -496,3 +496,50 @@ def tasks_control_plane(conn: Any) -> None:
             decided_at REAL
         )""")
     conn.execute("CREATE INDEX idx_consensus_status ON consensus_checkpoints(status, created_at)")
+
+
+@migration
+def coordination_queue_and_messages(conn: Any) -> None:
+    """The durable task queue and the message bus (design seed §5, ``agentstack_lab/coordination/``).
+
+    ``task_queue``: one row per queued task; ``seq`` is the FIFO order within a priority (1-10, higher
+    first). A claim is a lease: ``lease`` (a fresh token per claim) and ``lease_expires_at``, renewed by
+    the worker's heartbeat; a claimed row whose lease expired is claimable again, and only the holder of
+    the current token can complete or fail it (exactly once). ``messages``: the bus, tailed by ``seq``
+    like ``events`` (``recipient`` NULL is a broadcast). Times are unix seconds.
+    """
+    conn.execute("""
+        CREATE TABLE task_queue (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            agent_type TEXT NOT NULL,
+            priority INTEGER NOT NULL CHECK (priority BETWEEN 1 AND 10),
+            state TEXT NOT NULL DEFAULT 'pending'
+                CHECK (state IN ('pending', 'claimed', 'completed', 'failed', 'cancelled')),
+            input TEXT NOT NULL,
+            payload TEXT NOT NULL DEFAULT '{}',
+            group_id TEXT,
+            worker_id TEXT,
+            lease TEXT,
+            lease_expires_at REAL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            max_attempts INTEGER NOT NULL DEFAULT 3,
+            result TEXT,
+            error TEXT,
+            created_at REAL NOT NULL,
+            claimed_at REAL,
+            finished_at REAL
+        )""")
+    conn.execute("CREATE INDEX task_queue_claim ON task_queue(state, priority DESC, seq)")
+    conn.execute("CREATE INDEX task_queue_group ON task_queue(group_id, state)")
+    conn.execute("""
+        CREATE TABLE messages (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            sender TEXT NOT NULL,
+            recipient TEXT,
+            type TEXT NOT NULL,
+            payload TEXT NOT NULL DEFAULT 'null',
+            created_at REAL NOT NULL
+        )""")
+    conn.execute("CREATE INDEX messages_recipient ON messages(recipient, seq)")

@@ -1,0 +1,113 @@
+"""``agentstack-lab worker`` (run queued tasks as agents) and ``agentstack-lab queue`` (add, list).
+
+A worker joins the workspace's durable queue: it claims tasks of its ``--types`` (highest priority
+first), runs each as an agent through the engine (its events land in the event log like any run,
+inside the coordinator's tree when a coordinated run queued it), and holds a lease renewed every
+third of ``--lease``. Ctrl-C or SIGTERM: it stops claiming, lets running tasks finish for ``--grace``
+seconds, then releases the rest back to the queue; a SIGKILL loses only the lease, which expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import Any
+
+import typer
+
+from agentstack_lab.cli.common import JSON_OPTION, open_workspace, print_json, short, table, timestamp
+from agentstack_lab.errors import UsageError
+from agentstack_lab.validation import check_float, check_int
+
+__all__ = ["worker", "queue_app"]
+
+queue_app = typer.Typer(no_args_is_help=True, help="The durable task queue: add and list queued tasks.")
+
+
+def _types(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    types = [t.strip() for t in text.split(",")]
+    if not all(types):
+        raise UsageError(f"--types must be comma-separated agent types, got {text!r}")
+    return types
+
+
+def worker(ctx: typer.Context,
+           types: str = typer.Option(None, "--types", help="Comma-separated agent types to take (default: all)."),
+           concurrency: int = typer.Option(1, "--concurrency", "-c", help="Tasks run at once."),
+           lease: float = typer.Option(30.0, "--lease", help="Lease seconds (renewed every third of it)."),
+           grace: float = typer.Option(10.0, "--grace", help="Seconds to finish running tasks on Ctrl-C/SIGTERM."),
+           provider: str = typer.Option(None, "--provider", "-p", help="Provider for the agents (default: config)."),
+           until_empty: bool = typer.Option(False, "--until-empty", help="Exit when no task of its types is left."),
+           as_json: bool = JSON_OPTION):
+    """Claim queued tasks and run each as an agent until Ctrl-C/SIGTERM (or --until-empty)."""
+    kinds = _types(types)
+    concurrency = check_int("--concurrency", concurrency, minimum=1, maximum=1_000)
+    lease = check_float("--lease", lease, above=0)
+    grace = check_float("--grace", grace, minimum=0)
+    ws = open_workspace(ctx)
+    if kinds is not None:
+        registry = ws.agent_types
+        for kind in kinds:
+            registry.get(kind)  # an unknown agent type is a clear error before anything starts
+    if provider is not None:
+        ws.get_provider(provider)  # a missing key or unknown name: one line now, not one failure per task
+    from agentstack_lab.engine.coordinate import Worker
+
+    w = Worker(ws, types=kinds, concurrency=concurrency, lease_s=lease, provider=provider)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, w.stop, grace)
+        typer.echo(f"worker {w.id}: taking {', '.join(kinds) if kinds else 'all types'} "
+                   f"(concurrency {concurrency}, lease {lease:g}s)", err=True)
+        await w.run(until_empty=until_empty)
+
+    asyncio.run(main())
+    summary = {"worker": w.id, "completed": w.completed, "failed": w.failed, "released": w.released}
+    if as_json:
+        print_json(summary)
+    else:
+        typer.echo(f"worker {w.id}: completed {w.completed}, failed {w.failed}, released {w.released}")
+
+
+@queue_app.command("add")
+def queue_add(ctx: typer.Context, input: str = typer.Argument(..., help="The task (the agent's prompt)."),  # noqa: A002
+              agent_type: str = typer.Option("researcher", "--type", "-t", help="Agent type."),
+              priority: int = typer.Option(5, "--priority", help="1-10, higher first."),
+              as_json: bool = JSON_OPTION):
+    """Queue a task for any worker; prints its id."""
+    from agentstack_lab.coordination import TaskQueue
+
+    ws = open_workspace(ctx)
+    ws.agent_types.get(agent_type)
+    task = TaskQueue(ws.db).enqueue(agent_type, input, priority=priority)
+    if as_json:
+        print_json(task.to_dict())
+    else:
+        typer.echo(task.id)
+
+
+@queue_app.command("list")
+def queue_list(ctx: typer.Context, state: str = typer.Option(None, "--state", help="pending, claimed, completed, ..."),
+               limit: int = typer.Option(50, "--limit", "-n"), as_json: bool = JSON_OPTION):
+    """Queued tasks in claim order (priority, then age)."""
+    from agentstack_lab.coordination import TaskQueue
+
+    tasks = TaskQueue(open_workspace(ctx).db).list(state=state, limit=check_int("--limit", limit, minimum=1))
+    if as_json:
+        print_json([t.to_dict() for t in tasks])
+        return
+    table("queue", ["id", "type", "prio", "state", "worker", "tries", "input", "result", "created"],
+          [[t.id[:8], t.agent_type, t.priority, t.state, short(t.worker_id or "", 24), t.attempts, short(t.input, 40),
+            short(_text(t), 30), timestamp(t.created_at)] for t in tasks])
+
+
+def _text(task: Any) -> str:
+    if task.error:
+        return task.error
+    return task.result.get("text") or "" if isinstance(task.result, dict) else str(task.result or "")

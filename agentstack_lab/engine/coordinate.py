@@ -1,0 +1,189 @@
+"""The engine side of coordination: running a queued task as an agent, and queuing a run's subquestions.
+
+With ``RunOptions(coordinate=True)`` the root's subquestions are not run as in-process asyncio
+tasks: each becomes a row of the durable queue (``agentstack_lab/coordination/``), priority 8 for
+the first subquestion the model listed, 7 for the second, and so on (the model lists the most
+important first). In-process workers are spawned on demand, up to ``max_workers``, and any
+``agentstack-lab worker`` process of the workspace takes tasks too. The child agent keeps its id: the
+worker runs it as an :class:`~agentstack_lab.engine.run.AgentRun` *attached* to the coordinator's
+tree (same run id, parent and depth), so its events and agent rows land in the coordinator's run and
+``rebuild_tree`` shows the same tree whether it ran here or in a worker. The worker completes the
+task with the result and a snapshot of the subtree, which the coordinator merges into ``run.tree``
+and announces (one ``agent-state`` per agent, content included) to its own subscribers.
+
+A worker that dies mid-task loses its lease; another worker reruns the child under the same id, and
+its first ``agent-state`` resets the text, so the rebuilt tree shows the rerun only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from agentstack_lab.coordination import Coordinator, QueuedTask, TaskQueue
+from agentstack_lab.coordination import Worker as QueueWorker
+from agentstack_lab.engine.options import Attachment
+from agentstack_lab.engine.state import AgentNode
+from agentstack_lab.providers.base import Usage
+
+if TYPE_CHECKING:
+    from agentstack_lab.engine.run import AgentRun
+
+__all__ = ["Worker", "run_queued", "queued_agent", "RunCoordination"]
+
+_PASSED_OPTIONS = ("max_depth", "max_children", "max_agents", "max_turns", "auto_approve", "subagents",
+                   "answers", "executor")
+
+
+async def run_queued(workspace: Any, task: QueuedTask, *, provider: Any = None, executor: Any = None) -> dict[str, Any]:
+    """Run one queued task as an agent; returns ``{"text", "status", "runId", "agentId", "tree"}``.
+
+    A task queued by a coordinated run (``payload.runId``) runs attached to that run's tree; any other
+    task is a headless run of its own (``interactive=False``; its options come from ``payload.options``).
+    Raises the run's failure, so the worker fails the task.
+    """
+    from agentstack_lab.engine.run import AgentRun
+
+    payload = task.payload or {}
+    options = {"interactive": False, "final_question": False, **(payload.get("options") or {})}
+    attach = None
+    if payload.get("runId") and payload.get("parentId"):
+        attach = Attachment(run_id=payload["runId"], parent_id=payload["parentId"], agent_id=task.id,
+                            depth=int(payload.get("depth", 1)))
+    run = AgentRun(task.input, workspace=workspace, provider=provider or payload.get("provider"),
+                   agent_type=task.agent_type, options=options, session_id=payload.get("sessionId"),
+                   executor=executor, attach=attach)
+    await run
+    return {"text": run.result, "status": run.status, "runId": run.run_id, "agentId": run.id,
+            "tree": run.tree if attach else None}
+
+
+class Worker(QueueWorker):
+    """A queue worker that runs each task as an agent: ``await Worker(ws, types=["coder"]).run()``.
+
+    Args:
+        workspace: the workspace whose queue it serves.
+        types: agent types it takes (all when ``None``).
+        concurrency: tasks at once.
+        lease_s: lease per claim (a heartbeat renews it every third of it).
+        provider: provider name or object for the agents (default: the workspace's).
+    """
+
+    def __init__(self, workspace: Any, *, types: list[str] | tuple[str, ...] | None = None, concurrency: int = 1,
+                 lease_s: float | None = None, provider: Any = None, worker_id: str | None = None,
+                 idle_poll: float = 0.5):
+        queue = TaskQueue(workspace.db, **({"lease_s": lease_s} if lease_s is not None else {}))
+
+        async def runner(task: QueuedTask) -> dict[str, Any]:
+            return await run_queued(workspace, task, provider=provider)
+
+        super().__init__(queue, runner, types=types, concurrency=concurrency, worker_id=worker_id,
+                         idle_poll=idle_poll)
+        self.workspace = workspace
+
+
+class RunCoordination:
+    """One coordinated run's queue group and in-process workers."""
+
+    def __init__(self, run: AgentRun):
+        self.run = run
+        self.queue = TaskQueue(run.workspace.db)
+
+        async def runner(task: QueuedTask) -> dict[str, Any]:  # in-process workers share the run's provider
+            return await run_queued(run.workspace, task, provider=run.provider, executor=run.executor)
+
+        self.coordinator = Coordinator(self.queue, runner, max_workers=run.options.max_workers, group_id=run.run_id)
+
+    async def shutdown(self) -> None:
+        await self.coordinator.shutdown(reason=f"run {self.run.run_id} ended")
+
+
+def _payload(run: AgentRun, node: AgentNode) -> dict[str, Any]:
+    opts = run.options
+    options = {k: getattr(opts, k) for k in _PASSED_OPTIONS}
+    provider = getattr(run.provider, "name", None)
+    return {"runId": run.run_id, "parentId": node.parent_id, "depth": node.depth, "sessionId": run.session_id,
+            "options": options, **({"provider": provider} if isinstance(provider, str) else {})}
+
+
+async def queued_agent(run: AgentRun, node: AgentNode, *, priority: int) -> None:
+    """Stand-in for ``run._agent(node)``: queue the child, follow it, and take its result back."""
+    if run.coordination is None:
+        run.coordination = RunCoordination(run)
+    coord: RunCoordination = run.coordination
+    try:
+        coord.coordinator.submit(node.type, node.prompt, priority=priority, payload=_payload(run, node),
+                                 task_id=node.id)
+        node.metadata["queue"] = {"priority": priority}
+        while True:
+            try:
+                task = await coord.queue.wait(node.id, timeout=0.5)
+                break
+            except TimeoutError:
+                current = coord.queue.get(node.id)
+                if current.state == "claimed" and node.status == "pending":
+                    node.set_status("running")
+                    node.metadata["queue"] = {"priority": priority, "worker": current.worker_id}
+                    run.emit_state(node)
+    except asyncio.CancelledError as exc:
+        current_task = asyncio.current_task()
+        if current_task is not None:
+            current_task.uncancel()
+        reason = node.stop_reason or (exc.args[0] if exc.args else None) or "stopped"
+        await asyncio.to_thread(coord.queue.cancel, node.id, reason)
+        if not node.terminal:
+            run.finish(node, "stopped", error=reason)
+        return
+    _merge(run, node, task)
+
+
+def _merge(run: AgentRun, node: AgentNode, task: QueuedTask) -> None:
+    """Take a finished task's subtree into ``run.nodes`` and finish the child as the worker did."""
+    node.metadata["queue"] = {**node.metadata.get("queue", {}), "worker": task.worker_id, "attempts": task.attempts}
+    if node.status == "pending":
+        node.set_status("running")
+    result = task.result if isinstance(task.result, dict) else {}
+    tree = result.get("tree") or {}
+    if tree:
+        _adopt(run, node, tree)
+    if task.state == "completed" and result.get("status", "completed") == "completed":
+        run.finish(node, "completed", result=result.get("text") or "")
+    else:
+        status = "stopped" if task.state == "cancelled" or result.get("status") == "stopped" else "failed"
+        run.finish(node, status, error=task.error or tree.get("error") or f"queued task {task.state}")
+
+
+def _adopt(run: AgentRun, node: AgentNode, tree: dict[str, Any]) -> None:
+    """Copy a worker's snapshot (the child and its descendants) into the coordinator's nodes."""
+    node.usage = Usage()
+    run.charge(node, _usage(tree.get("ownUsage")))  # counts against the tree's max_tokens like local work
+    node.content = tree.get("content") or ""
+    node.metadata.update({k: v for k, v in (tree.get("metadata") or {}).items() if k not in ("queue",)})
+    node.subagents = [c["id"] for c in tree.get("children") or []]
+    node.started_at = tree.get("startedAt") or node.started_at
+    for child in tree.get("children") or []:
+        _adopt_descendant(run, child)
+    run.emit_state(node, with_content=True)
+
+
+def _usage(data: Any) -> Usage:
+    """Usage from a snapshot's ``ownUsage``/``usage`` (camelCase on the wire, snake_case before)."""
+    data = data if isinstance(data, dict) else {}
+    return Usage(input_tokens=int(data.get("inputTokens", data.get("input_tokens", 0)) or 0),
+                 output_tokens=int(data.get("outputTokens", data.get("output_tokens", 0)) or 0))
+
+
+def _adopt_descendant(run: AgentRun, snap: dict[str, Any]) -> None:
+    sub = AgentNode(id=snap["id"], type=snap.get("type", "agent"), prompt=snap.get("prompt", ""),
+                    depth=int(snap.get("depth", 0)), parent_id=snap.get("parentId"), name=snap.get("name", ""),
+                    status=snap.get("status", "completed"), content=snap.get("content") or "",
+                    result=snap.get("result"), error=snap.get("error"), metadata=dict(snap.get("metadata") or {}),
+                    usage=Usage(),
+                    created_at=snap.get("createdAt") or time.time(), started_at=snap.get("startedAt"),
+                    ended_at=snap.get("endedAt"), subagents=[c["id"] for c in snap.get("children") or []])
+    run.nodes[sub.id] = sub
+    run.charge(sub, _usage(snap.get("ownUsage")))
+    for child in snap.get("children") or []:
+        _adopt_descendant(run, child)
+    run.emit_state(sub, with_content=True)

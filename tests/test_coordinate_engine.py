@@ -1,0 +1,158 @@
+"""``RunOptions(coordinate=True)``: the root's subquestions go through the durable queue, and the tree is
+the same (live ``run.tree`` and ``rebuild_tree`` from the log) whether subagents ran in-process, in an
+in-process worker, or in an ``agentstack-lab worker`` process."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from agentstack_lab.coordination import TaskQueue
+from agentstack_lab.engine import AgentRun
+from agentstack_lab.engine.log import rebuild_tree
+from agentstack_lab.engine.options import RunOptions
+from agentstack_lab.providers.scripted import ScriptedProvider
+
+CLI = [sys.executable, "-m", "agentstack_lab.cli"]
+
+
+def brain(request):
+    meta = request.metadata
+    step, depth, prompt = meta["step"], meta["depth"], meta["prompt"]
+    if step == "clarify":
+        return {"needs_clarification": False}
+    if step in ("blocking", "final"):
+        return {"has_question": False}
+    if step == "subquestions":
+        if depth == 0:
+            return {"subquestions": [{"question": "part A of the plan", "agent_type": "coder"},
+                                     {"question": "part B of the plan", "agent_type": "researcher"},
+                                     {"question": "part C of the plan", "agent_type": "coder"}]}
+        if depth == 1:
+            return {"subquestions": [{"question": f"a detail of {prompt}", "agent_type": "tester"}]}
+        return {"subquestions": []}
+    if step == "main":
+        return f"answer to {prompt}"
+    return f"summary of {prompt}"
+
+
+def shape(node: dict) -> dict:
+    """What a person sees in the tree: type, prompt, status, result, text, and the children (by prompt)."""
+    return {"type": node["type"], "prompt": node["prompt"], "status": node["status"], "result": node.get("result"),
+            "content": node.get("content"), "depth": node["depth"],
+            "children": sorted((shape(c) for c in node.get("children", [])), key=lambda n: n["prompt"])}
+
+
+async def _run(ws, **options) -> AgentRun:
+    run = AgentRun("make the plan", workspace=ws, provider=ScriptedProvider(brain),
+                   options=RunOptions(max_depth=2, final_question=False, **options))
+    await run
+    await asyncio.sleep(0)
+    return run
+
+
+def test_coordinated_run_has_the_same_tree_as_an_in_process_run(ws):
+    plain = asyncio.run(_run(ws))
+    coordinated = asyncio.run(_run(ws, coordinate=True, max_workers=2))
+    expected = shape(plain.tree)
+    assert len(expected["children"]) == 3 and all(len(c["children"]) == 1 for c in expected["children"])
+    assert shape(coordinated.tree) == expected
+    assert shape(rebuild_tree(ws.db, coordinated.id)) == expected == shape(rebuild_tree(ws.db, plain.id))
+    # the root's subquestions went through the queue (priority by the order the model listed them) and
+    # were worked by at most two in-process workers; the grandchildren ran inside the workers' runs
+    rows = TaskQueue(ws.db).list(group_id=coordinated.id)
+    assert sorted((t.priority, t.input, t.state) for t in rows) == [
+        (6, "part C of the plan", "completed"), (7, "part B of the plan", "completed"),
+        (8, "part A of the plan", "completed")]
+    assert len({t.worker_id for t in rows}) <= 2 and all(t.worker_id.startswith("coordinator-") for t in rows)
+    child_ids = {c["id"] for c in coordinated.tree["children"]}
+    assert child_ids == {t.id for t in rows}  # the queued task is the child agent (same id)
+    # agents table: children and grandchildren belong to the coordinator's run and parent
+    agents = {r[0]: (r[1], r[2], r[3]) for r in ws.db.query(
+        "SELECT id, run_id, parent_id, status FROM agents WHERE run_id = ?", (coordinated.id,))}
+    assert len(agents) == 7 and all(v[0] == coordinated.id and v[2] == "completed" for v in agents.values())
+    assert {agents[c][1] for c in child_ids} == {coordinated.id}
+    # usage rolls up the same way
+    assert coordinated.tree["usage"] == plain.tree["usage"]
+    # the run's end cleared its group and stopped its workers
+    assert coordinated.coordination.coordinator.workers == []
+
+
+def test_stopping_a_coordinated_run_cancels_its_queued_tasks(ws):
+    async def main():
+        run = AgentRun("make the plan", workspace=ws, provider=ScriptedProvider(brain),
+                       options=RunOptions(max_depth=2, final_question=False, coordinate=True, max_workers=0))
+        run.start()
+        q = TaskQueue(ws.db)
+        for _ in range(400):
+            if q.depth(group_id=run.id) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert q.depth(group_id=run.id) == 3  # nobody works them: max_workers=0 and no worker process
+        run.stop()
+        await run.wait(raise_on_error=False)
+        return run
+
+    run = asyncio.run(main())
+    assert run.status == "stopped"
+    assert [c["status"] for c in run.tree["children"]] == ["stopped"] * 3
+    assert {t.state for t in TaskQueue(ws.db).list(group_id=run.id)} == {"cancelled"}
+
+
+def test_an_external_worker_process_runs_the_subagents_in_the_coordinators_tree(ws):
+    proc = subprocess.Popen([*CLI, "-w", str(ws.root), "worker", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        async def main():
+            # the demo scripted provider on both sides: the worker builds its own from the provider name
+            plain = AgentRun("how are sales trending?", workspace=ws, provider=ScriptedProvider(),
+                             options=RunOptions(final_question=False))
+            await plain
+            run = AgentRun("how are sales trending?", workspace=ws, provider=ScriptedProvider(),
+                           options=RunOptions(final_question=False, coordinate=True, max_workers=0))
+            await run
+            return plain, run
+
+        plain, run = asyncio.run(main())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert '"completed": 2' in out
+    assert len(run.tree["children"]) == 2
+    assert shape(run.tree) == shape(plain.tree) == shape(rebuild_tree(ws.db, run.id))
+    rows = TaskQueue(ws.db).list(group_id=run.id)
+    assert {t.worker_id for t in rows} == {f for f in (rows[0].worker_id,)} and f"-{proc.pid}-" in rows[0].worker_id
+    for child in run.tree["children"]:
+        assert child["metadata"]["queue"]["worker"] == rows[0].worker_id
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_max_workers_must_be_a_non_negative_integer(bad):
+    with pytest.raises(ValueError, match="RunOptions.max_workers must be a non-negative integer"):
+        RunOptions(max_workers=bad)
+
+
+def test_magic_and_cli_take_coordinate(ws):
+    from agentstack_lab.notebook.args import MagicUsageError, parse_agent_line
+
+    args = parse_agent_line("--coordinate --max-workers 2 how are sales?")
+    assert args.coordinate and args.max_workers == 2 and args.prompt == "how are sales?"
+    assert not parse_agent_line("how are sales?").coordinate
+    with pytest.raises(MagicUsageError, match="--max-workers"):
+        parse_agent_line("--coordinate --max-workers many q")
+    # agent run --coordinate, in-process workers only: the subagents went through the queue
+    proc = subprocess.run([*CLI, "-w", str(ws.root), "agent", "run", "how are sales trending?", "--coordinate",
+                           "--max-workers", "1", "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = ws.db.query("SELECT state, worker_id FROM task_queue")
+    assert len(rows) == 2 and {r[0] for r in rows} == {"completed"}
+    # one worker at a time: the researcher's worker was retired to make room for the reviewer's
+    assert sorted(r[1].rsplit("-", 2)[1:] for r in rows) == [["researcher", "1"], ["reviewer", "2"]]
+    bad = subprocess.run([*CLI, "-w", str(ws.root), "agent", "run", "q", "--coordinate", "--max-workers", "-1"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--max-workers" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
