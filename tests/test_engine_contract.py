@@ -35,7 +35,7 @@ from agentstack_lab.workspace import Workspace
 GOLDEN = Path(__file__).parent / "golden" / "scripted_run.json"
 ENGINE = Path(__file__).resolve().parents[1] / "agentstack_lab" / "engine"
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-TIME_KEYS = {"createdAt", "startedAt", "endedAt"}
+TIME_KEYS = {"createdAt", "startedAt", "endedAt", "lastDeliverableAt", "pausedAt"}
 
 
 def _tool_results(req) -> list[ToolResultBlock]:

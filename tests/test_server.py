@@ -25,7 +25,7 @@ from pytest_jupyter.pytest_tornasync import *  # noqa: E402, F403
 from agentstack_lab.events import from_wire
 
 CLI = [sys.executable, "-m", "agentstack_lab.cli"]
-ENDPOINTS = ["runs", "runs/x", "runs/x/events", "memory/search?q=a", "health/live", "health/ready",
+ENDPOINTS = ["runs", "runs/x", "runs/x/events", "memory/search?q=a", "metrics", "health/live", "health/ready",
              "health/detailed"]
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import typer
 
-from agentstack_lab.cli import agent, config, decisions, memory, session, tasks, workflow
+from agentstack_lab.cli import agent, config, decisions, memory, session, system, tasks, workflow
 from agentstack_lab.cli.common import HandledGroup, configure_logging
 from agentstack_lab.cli.mcp import mcp
+from agentstack_lab.cli.metrics import metrics
 
 __all__ = ["app", "main"]
 
@@ -29,7 +30,9 @@ app.add_typer(workflow.app, name="workflow")
 app.add_typer(agent.app, name="agent")
 app.add_typer(decisions.app, name="decisions")
 app.add_typer(tasks.app, name="task")
+app.add_typer(system.app, name="system")
 app.command("mcp")(mcp)
+app.command("metrics")(metrics)
 
 
 @app.callback()
