@@ -171,8 +171,8 @@ def test_config_validate_names_unknown_provider_and_embedder(workdir):
     assert "hash" in line and "openai" in line
     failed = invoke("config", "validate", "--json")
     assert failed.exit_code == 1 and json.loads(failed.stdout)["ok"] is False
-    cfg.write_text(json.dumps({"drift": {"enabled": True}}))   # a section nothing reads is not accepted
-    one_line(invoke("config", "validate"), 1, "drift: unknown key")
+    cfg.write_text(json.dumps({"telemetry": {"enabled": True}}))   # a section nothing reads is not accepted
+    one_line(invoke("config", "validate"), 1, "telemetry: unknown key")
     one_line(invoke("config", "validate", "nowhere.json"), 2, "nowhere.json: no such file")
 
 

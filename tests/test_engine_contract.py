@@ -236,10 +236,10 @@ def test_steps_and_tools_use_only_the_context_protocol(module):
 
 def test_agent_run_implements_the_context():
     missing = [name for name in _protocol_members() if not hasattr(AgentRun, name)
-               and name not in {"options", "provider", "model", "executor", "registry", "default_type"}]
+               and name not in {"options", "provider", "model", "executor", "registry", "default_type", "monitor"}]
     assert not missing
     run_src = (ENGINE / "run.py").read_text()
-    for name in ("options", "provider", "model", "executor", "registry", "default_type"):
+    for name in ("options", "provider", "model", "executor", "registry", "default_type", "monitor"):
         assert re.search(rf"self\.{name}(: [^=]+)? = ", run_src), name  # set in __init__
 
 
