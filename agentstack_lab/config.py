@@ -169,13 +169,66 @@ class WorkflowsConfig(_Section):
     cluster: str | None = None
 
 
+class MonitoringConfig(_Section):
+    """The resource-exhaustion monitor (seed §11.1, ``monitoring/resources.py``): per-agent limits.
+
+    Each limit's use is a ratio; at ``warning_at`` of any limit the agent is badged (phase ``warning``),
+    at ``intervention_at`` it is paused and a decision "resume or stop?" is opened, at
+    ``termination_at`` it is stopped with the reason. Defaults are the seed's.
+    """
+
+    enabled: bool = True
+    max_files_accessed: int = Field(50, ge=1)
+    max_api_calls: int = Field(100, ge=1)
+    max_subtasks_spawned: int = Field(20, ge=1)
+    max_time_without_deliverable_s: float = Field(1800.0, gt=0)
+    max_tokens_consumed: int = Field(500_000, ge=1)
+    warning_at: float = Field(0.8, gt=0)
+    intervention_at: float = Field(1.0, gt=0)
+    termination_at: float = Field(1.5, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> MonitoringConfig:
+        if not self.warning_at <= self.intervention_at <= self.termination_at:
+            raise PydanticCustomError("phase_order", "need warning_at <= intervention_at <= termination_at")
+        return self
+
+
+class WorkflowTriggerConfig(_Section):
+    """A workflow trigger (seed §7.2): when a hook event's context matches ``when``, run ``workflow``."""
+
+    id: str = Field(min_length=1)
+    name: str = ""
+    on: Literal["session_start", "session_end", "pre_task", "post_task"] = "post_task"
+    when: dict[str, Any] = Field(default_factory=dict)  # field -> value (or list of values) of the hook context
+    workflow: str = Field(min_length=1)  # a notebook path (relative to the workspace) or a built-in name
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+class HooksConfig(_Section):
+    """Lifecycle hooks (seed §7, ``hooks.py``): which events run, and the workflow triggers."""
+
+    session_start: bool = True
+    session_end: bool = True
+    pre_task: bool = True
+    post_task: bool = True
+    workflow: bool = True
+    triggers: list[WorkflowTriggerConfig] = Field(default_factory=list)
+
+
+class PluginsConfig(_Section):
+    """Plugins (``plugins.py``): entry-point names to leave out of every hook (``default`` cannot be)."""
+
+    disabled: list[str] = Field(default_factory=list)
+
+
 class Config(_Section):
     """The whole configuration; every section is defaulted.
 
-    Every field has an effect somewhere (a section is added with the code that reads it): the
-    ``monitoring`` and ``plugins`` sections were removed while nothing read them, so a file that sets
-    them is told "unknown key" instead of being silently ignored. ``drift`` and ``consensus`` are read
-    by ``tasks/`` and the engine's ``gate.py``.
+    Every field has an effect somewhere (a section is added with the code that reads it), so a file
+    that sets an unknown key is told so instead of being silently ignored. ``drift`` and ``consensus``
+    are read by ``tasks/`` and the engine's ``gate.py``; ``monitoring`` by ``monitoring/``; ``hooks``
+    by ``hooks.py``; ``plugins.disabled`` by ``plugins.py`` and the workspace.
     """
 
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
@@ -184,6 +237,9 @@ class Config(_Section):
     drift: DriftConfig = Field(default_factory=DriftConfig)
     consensus: ConsensusConfig = Field(default_factory=ConsensusConfig)
     workflows: WorkflowsConfig = Field(default_factory=WorkflowsConfig)
+    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
+    plugins: PluginsConfig = Field(default_factory=PluginsConfig)
 
     _source: Path | None = PrivateAttr(default=None)
 

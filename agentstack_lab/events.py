@@ -55,7 +55,7 @@ TRANSITIONS: Mapping[str, frozenset[str]] = {
     "stopped": frozenset(),
 }
 TERMINAL: frozenset[str] = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
-DecisionKind = Literal[QueryKind, "consensus"]
+DecisionKind = Literal[QueryKind, "consensus", "intervention"]
 """Every persisted decision (``agentstack_lab.decisions``): the query kinds plus consensus checkpoints."""
 DecisionState = Literal["pending", "answered", "expired", "cancelled"]
 """A decision's life: ``pending → answered | expired | cancelled`` (never back)."""

@@ -7,6 +7,7 @@ A module of its own so that the built-in plugin (``default_plugins.py``) and the
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pluggy
 
@@ -19,7 +20,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 class HookSpecs:
-    """The three hooks; each receives a ``register`` callback and calls it once per item."""
+    """The registration hooks (each receives a ``register`` callback) and the lifecycle hooks."""
 
     @hookspec
     def register_providers(self, register: Callable[..., None]) -> None:
@@ -32,3 +33,29 @@ class HookSpecs:
     @hookspec
     def register_agent_types(self, register: Callable[..., None]) -> None:
         """Register custom agent types: ``register(definition)`` (an ``AgentDefinition`` or a dict)."""
+
+    @hookspec
+    def register_workflow_triggers(self, register: Callable[..., None]) -> None:
+        """Register workflow triggers (seed §7.2): ``register(WorkflowTrigger(...))`` (see ``hooks.py``)."""
+
+    # --- lifecycle hooks (seed §7; fired by ``hooks.py``): each receives a ``hooks.HookContext``.
+    # A raising implementation is logged with its traceback and skipped; the run goes on.
+    @hookspec
+    def session_start(self, context: Any) -> None:
+        """A run's session started (before its root agent)."""
+
+    @hookspec
+    def session_end(self, context: Any) -> None:
+        """A run's session ended (after every agent finished; ``context.status`` is the root's)."""
+
+    @hookspec
+    def pre_task(self, context: Any) -> None:
+        """An agent (a task) is about to start."""
+
+    @hookspec
+    def post_task(self, context: Any) -> None:
+        """An agent finished: completed, failed or stopped (``context.status``)."""
+
+    @hookspec
+    def workflow(self, context: Any) -> None:
+        """A workflow trigger matched and its workflow was started (``context.metadata['trigger']``)."""

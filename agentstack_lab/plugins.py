@@ -18,7 +18,8 @@ import pluggy
 
 from agentstack_lab.hookspecs import PROJECT, HookSpecs, hookimpl, hookspec
 
-__all__ = ["ENTRY_POINT_GROUP", "HookCall", "collect", "hookimpl", "hookspec", "load_plugins", "new_manager"]
+__all__ = ["ENTRY_POINT_GROUP", "HookCall", "collect", "hookimpl", "hookspec", "implementations", "load_plugins",
+           "new_manager"]
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +42,20 @@ def new_manager() -> pluggy.PluginManager:
     return pm
 
 
-def load_plugins(pm: pluggy.PluginManager | None = None) -> pluggy.PluginManager:
+def load_plugins(pm: pluggy.PluginManager | None = None, *, disabled: Any = ()) -> pluggy.PluginManager:
     """Load the built-ins and every entry-point plugin into ``pm`` (a new manager by default).
 
-    A plugin that fails to import is skipped with a warning naming it and its package.
+    A plugin that fails to import is skipped with a warning naming it and its package; the entry
+    points named in ``disabled`` (the config's ``plugins.disabled``) are not loaded at all.
     """
     pm = pm or new_manager()
+    skip = set(disabled or ()) - {"default"}
     import agentstack_lab.default_plugins as default_plugins
 
     if not pm.is_registered(default_plugins):
         pm.register(default_plugins, name="default")
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == "default" or pm.get_plugin(ep.name) is not None:
+        if ep.name == "default" or ep.name in skip or pm.get_plugin(ep.name) is not None:
             continue
         try:
             pm.register(ep.load(), name=ep.name)
@@ -63,14 +66,24 @@ def load_plugins(pm: pluggy.PluginManager | None = None) -> pluggy.PluginManager
     return pm
 
 
-def collect(hook_name: str, pm: pluggy.PluginManager) -> list[HookCall]:
+def implementations(hook_name: str, pm: pluggy.PluginManager, disabled: Any = ()) -> list[Any]:
+    """The hook's implementations in registration order (built-ins first), without those named in ``disabled``.
+
+    ``disabled`` is the config's ``plugins.disabled``: it also covers plugins registered on the
+    manager by hand (``ws.plugins.register(obj, name=...)``); the built-ins (``default``) stay.
+    """
+    skip = set(disabled or ()) - {"default"}
+    return [i for i in getattr(pm.hook, hook_name).get_hookimpls() if i.plugin_name not in skip]
+
+
+def collect(hook_name: str, pm: pluggy.PluginManager, disabled: Any = ()) -> list[HookCall]:
     """Call one hook on every plugin of ``pm``, returning the ``register(...)`` calls it made.
 
     Calls come in registration order, so the built-ins (loaded first) come first. A plugin
-    whose hook raises is skipped whole with a warning naming it.
+    whose hook raises is skipped whole with a warning naming it; ``disabled`` ones are not called.
     """
     calls: list[HookCall] = []
-    for impl in getattr(pm.hook, hook_name).get_hookimpls():
+    for impl in implementations(hook_name, pm, disabled):
         local: list[HookCall] = []
 
         def register(*args: Any, _into: list[HookCall] = local, _name: str = impl.plugin_name, **kwargs: Any) -> None:

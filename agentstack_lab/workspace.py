@@ -141,7 +141,7 @@ class Workspace:
                 if self._plugin_manager is None:
                     from agentstack_lab.plugins import load_plugins
 
-                    self._plugin_manager = load_plugins()
+                    self._plugin_manager = load_plugins(disabled=self.config.plugins.disabled)
         return self._plugin_manager
 
     def _built(self) -> Registries:

@@ -29,7 +29,8 @@ def test_defaults_without_a_file(workdir):
     ({"providers": {"openai": {"timeout": "soon"}}}, "providers.openai.timeout: expected number"),
     ({"agents": {"auto_approve": "perhaps"}}, "agents.auto_approve: expected bool"),
     ({"workflows": {"pool_size": "x"}}, "workflows.pool_size: expected int"),
-    ({"monitoring": {"enabled": True}}, "monitoring: unknown key"),   # removed: nothing read it
+    ({"monitoring": {"warning_at": 2.0}}, "monitoring: need warning_at <= intervention_at <= termination_at"),
+    ({"plugins": {"disabled": "x"}}, "plugins.disabled"),
 ])
 def test_errors_name_the_field(workdir, data, message):
     write(workdir / "agentstack.config.json", data)

@@ -35,7 +35,7 @@ from agentstack_lab.workspace import Workspace
 GOLDEN = Path(__file__).parent / "golden" / "scripted_run.json"
 ENGINE = Path(__file__).resolve().parents[1] / "agentstack_lab" / "engine"
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-TIME_KEYS = {"createdAt", "startedAt", "endedAt"}
+TIME_KEYS = {"createdAt", "startedAt", "endedAt", "lastDeliverableAt", "pausedAt"}
 
 
 def _tool_results(req) -> list[ToolResultBlock]:
@@ -236,10 +236,10 @@ def test_steps_and_tools_use_only_the_context_protocol(module):
 
 def test_agent_run_implements_the_context():
     missing = [name for name in _protocol_members() if not hasattr(AgentRun, name)
-               and name not in {"options", "provider", "model", "executor", "registry", "default_type"}]
+               and name not in {"options", "provider", "model", "executor", "registry", "default_type", "monitor"}]
     assert not missing
     run_src = (ENGINE / "run.py").read_text()
-    for name in ("options", "provider", "model", "executor", "registry", "default_type"):
+    for name in ("options", "provider", "model", "executor", "registry", "default_type", "monitor"):
         assert re.search(rf"self\.{name}(: [^=]+)? = ", run_src), name  # set in __init__
 
 

@@ -24,6 +24,8 @@ EXPECTED_TOOLS = {
     "session_start", "session_end", "session_status", "session_active",
     "identity_create", "identity_transition", "identity_audit", "system_status",
     "decision_list", "decision_get", "decision_answer", "agent_intervene",
+    "agent_spawn", "agent_update_status", "identity_get", "identity_list", "identity_update",
+    "system_health", "system_config",
     "task_create", "task_assign", "task_complete", "task_list", "task_get", "task_get_relationships",
     "task_check_drift", "task_drift_metrics",
     "consensus_check", "consensus_list_pending", "consensus_get", "consensus_approve", "consensus_reject",

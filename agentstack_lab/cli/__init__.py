@@ -14,9 +14,10 @@ from pathlib import Path
 
 import typer
 
-from agentstack_lab.cli import agent, config, decisions, memory, session, tasks, worker, workflow
+from agentstack_lab.cli import agent, config, decisions, memory, session, system, tasks, worker, workflow
 from agentstack_lab.cli.common import HandledGroup, configure_logging
 from agentstack_lab.cli.mcp import mcp
+from agentstack_lab.cli.metrics import metrics
 
 __all__ = ["app", "main"]
 
@@ -31,7 +32,9 @@ app.add_typer(decisions.app, name="decisions")
 app.add_typer(tasks.app, name="task")
 app.add_typer(worker.queue_app, name="queue")
 app.command("worker")(worker.worker)
+app.add_typer(system.app, name="system")
 app.command("mcp")(mcp)
+app.command("metrics")(metrics)
 
 
 @app.callback()

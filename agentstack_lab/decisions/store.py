@@ -132,6 +132,13 @@ def normalise_answer(kind: str, response: Any, code: str | None = None) -> Any:
                 raise DecisionError("approval: 'code' must be a non-empty string when given")
             if edited == code:
                 response = {k: v for k, v in response.items() if k != "code"}
+    if kind == "intervention":  # the resource monitor paused an agent: resume it or stop it
+        word = {True: "resume", False: "stop"}.get(response) if isinstance(response, bool) else response
+        word = word.strip().lower() if isinstance(word, str) else word
+        word = "resume" if word in _YES else "stop" if word in _NO else word
+        if word not in ("resume", "stop"):
+            raise DecisionError(f"an intervention answer must be 'resume' or 'stop', got {response!r}")
+        response = word
     try:
         json.dumps(response)
     except (TypeError, ValueError) as exc:

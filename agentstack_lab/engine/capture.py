@@ -41,6 +41,8 @@ class ThreadOutput:
     display: list[dict[str, Any]] = field(default_factory=list)
     dropped: int = 0  # display() outputs past MAX_DISPLAYS, counted not kept
     context: Any = None  # the executor's ExecContext (fork/wait, secrets)
+    files: dict[str, int] = field(default_factory=lambda: {"read": 0, "written": 0, "modified": 0})
+    auditing: bool = False  # the executors' audit hook is classifying an event (its own opens do not count)
 
 
 def attach(thread: threading.Thread, output: ThreadOutput | None) -> None:

@@ -47,6 +47,7 @@ class AgentContext(Protocol):
     executor: Executor
     registry: AgentTypes
     default_type: str
+    monitor: Any  # the resource monitor (monitoring/resources.py) or None: ``files``, ``deliverable``
 
     def emit(self, event: OutboundEvent) -> None:
         """Publish an outbound event (kept, delivered to subscribers, logged)."""

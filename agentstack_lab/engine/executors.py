@@ -25,6 +25,7 @@ import ast
 import asyncio
 import contextlib
 import ctypes
+import functools
 import json
 import linecache
 import os
@@ -71,6 +72,7 @@ class ExecResult:
     changed_names: list[str] = field(default_factory=list)  # names created, rebound or changed in place
     deleted_names: list[str] = field(default_factory=list)
     changes: list[dict[str, str]] = field(default_factory=list)  # provenance: name, action, before, after
+    files: dict[str, int] = field(default_factory=dict)  # files the code opened: read, written, modified
 
     @property
     def ok(self) -> bool:
@@ -101,7 +103,7 @@ class ExecResult:
         return {"stdout": self.stdout, "stderr": self.stderr, "result": self.result, "resultData": self.result_data,
                 "display": self.display, "error": self.error, "traceback": self.traceback,
                 "changedNames": self.changed_names, "deletedNames": self.deleted_names,
-                "changes": self.changes}
+                "changes": self.changes, "files": self.files}
 
 
 @dataclass(kw_only=True)
@@ -162,6 +164,60 @@ def _truncate(text: str, secrets: Sequence[str] = ()) -> str:
     """``text`` redacted, then capped at :data:`MAX_OUTPUT` characters (in that order: no half secret survives)."""
     text = redact(text, secrets)
     return text if len(text) <= MAX_OUTPUT else text[:MAX_OUTPUT] + "\n…(output truncated)…"
+
+
+# --- file accounting (the resource monitor's files read/written/modified) -------------------------
+def file_access_kind(event: str, args: tuple[Any, ...]) -> str | None:
+    """``read``, ``written`` or ``modified`` for an audit event that touches a file, else ``None``.
+
+    ``open`` with mode ``r`` reads, ``w``/``x`` writes (creates or truncates), ``a`` or ``+`` modifies;
+    ``os.remove``/``os.rename``/``shutil.*`` modify. Interpreter files (the stdlib, site-packages,
+    bytecode, the agent's own pseudo-files) are not the agent's doing and are not counted.
+    """
+    if event == "open":
+        path, mode, flags = (tuple(args) + (None, None, None))[:3]
+        if not isinstance(path, str | bytes | os.PathLike) or isinstance(path, int):
+            return None
+        name = os.fsdecode(path)
+        if name.startswith(_INTERPRETER_PREFIXES) or "__pycache__" in name or name.startswith("<"):
+            return None
+        if isinstance(mode, str):
+            return "modified" if ("a" in mode or "+" in mode) else "written" if ("w" in mode or "x" in mode) else "read"
+        flags = flags if isinstance(flags, int) else 0
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            return "modified" if flags & (os.O_APPEND | os.O_RDWR) else "written"
+        return "read"
+    if event in ("os.remove", "os.rename", "os.truncate", "shutil.copyfile", "shutil.move", "shutil.rmtree"):
+        return "modified"
+    return None
+
+
+_INTERPRETER_PREFIXES = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, "/dev/", "/proc/"})
+
+
+@functools.cache
+def _install_thread_audit_hook() -> None:
+    """Install (once per process: audit hooks cannot be removed) a hook counting file access per thread.
+
+    It counts only on a thread with a capture attached (the live executor's worker thread while agent
+    code runs, see ``capture.attach``), so the user's own cells and other agents' threads are not attributed.
+    """
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        output = current_output()
+        if output is None or output.auditing:
+            return
+        output.auditing = True  # file_access_kind must not count itself
+        try:
+            kind = file_access_kind(event, args)
+            if kind is not None:
+                output.files[kind] += 1
+        except Exception:  # noqa: BLE001, S110 - an audit hook must never break the audited code
+            pass
+        finally:
+            output.auditing = False
+
+    sys.addaudithook(hook)
 
 
 # --- live kernel ---------------------------------------------------------------------------------
@@ -306,6 +362,7 @@ class LiveKernelExecutor(Executor):
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         pending = self.journal.begin(ns, code)
         self._inject(ns)
+        _install_thread_audit_hook()
         try:
             with self._capture(self.shell):
                 try:
@@ -326,6 +383,7 @@ class LiveKernelExecutor(Executor):
         hidden = context.secrets
         res.stdout = _truncate(captured.stdout.getvalue(), hidden)
         res.stderr = _truncate(captured.stderr.getvalue(), hidden)
+        res.files = dict(captured.files)
         changes = self.journal.finish(pending, ns, run_id=context.run_id, agent_id=context.agent_id,
                                       call_id=context.call_id)
         res.changed_names = [c.name for c in changes if c.action != "deleted"]
@@ -349,6 +407,30 @@ def _unsupported(*a, **k):
                        "use the live kernel executor (executor='live') for nested agents")
 ns = {"__name__": "__main__", "fork": _unsupported, "wait": _unsupported}
 out = {"result": None, "result_data": {}, "error": None, "traceback": None}
+FILES = {"read": 0, "written": 0, "modified": 0, "on": 1}
+SKIP = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, "/dev/", "/proc/"})
+def _audit(event, args):
+    if not FILES["on"]:
+        return
+    FILES["on"] = 0
+    try:
+        kind = None
+        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            name = os.fsdecode(args[0]); mode = args[1]; flags = args[2] if isinstance(args[2], int) else 0
+            if not (name.startswith(SKIP) or "__pycache__" in name or name.startswith("<")):
+                if isinstance(mode, str):
+                    kind = "modified" if ("a" in mode or "+" in mode) else "written" if ("w" in mode or "x" in mode) else "read"
+                elif flags & (os.O_WRONLY | os.O_RDWR):
+                    kind = "modified" if flags & (os.O_APPEND | os.O_RDWR) else "written"
+                else:
+                    kind = "read"
+        elif event in ("os.remove", "os.rename", "os.truncate", "shutil.copyfile", "shutil.move", "shutil.rmtree"):
+            kind = "modified"
+        if kind:
+            FILES[kind] += 1
+    finally:
+        FILES["on"] = 1
+sys.addaudithook(_audit)
 try:
     tree = ast.parse(code, FN, "exec")
     last = ast.Expression(tree.body.pop().value) if tree.body and isinstance(tree.body[-1], ast.Expr) else None
@@ -370,7 +452,9 @@ except BaseException as exc:
     out["traceback"] = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) + \
         "".join(traceback.format_exception_only(type(exc), exc))
 finally:
+    FILES["on"] = 0
     sys.stdout.flush(); sys.stderr.flush()
+    out["files"] = {k: FILES[k] for k in ("read", "written", "modified")}
     out["changed_names"] = sorted(k for k in ns if not k.startswith("_") and k not in ("fork", "wait"))
     with open(report, "w") as fh:
         json.dump(out, fh, default=repr)
@@ -437,6 +521,7 @@ class SubprocessExecutor(Executor):
             res.result, res.result_data = data.get("result"), data.get("result_data") or {}
             res.error, res.traceback = data.get("error"), data.get("traceback")
             res.changed_names = list(data.get("changed_names") or [])
+            res.files = {k: int(v) for k, v in (data.get("files") or {}).items()}
             if timed_out:
                 res.error = f"TimeoutError: code ran longer than {self.timeout:g}s and was killed"
             elif res.error and res.error.startswith("MemoryError"):

@@ -117,6 +117,8 @@ class AgentRun:
         self._log: EventLog | None = None
         self._tokens = 0
         self.control = RunControl(self)  # tasks' drift checks and consensus checkpoints (engine/gate.py)
+        self.monitor: Any = None  # the resource-exhaustion monitor (monitoring/resources.py), set at _begin
+        self.hooks: Any = None  # lifecycle hooks (hooks.py), set at _begin
 
     @staticmethod
     def _resolve_provider(provider: Any, workspace: Workspace, model: str | None) -> Any:
@@ -309,7 +311,15 @@ class AgentRun:
         self._on_loop(apply)
 
     async def checkpoint(self, node: AgentNode) -> None:
-        """Between steps and tool calls: wait while this agent or an ancestor is paused."""
+        """Between steps and tool calls: the resource monitor's verdict, then wait while paused."""
+        if self.monitor is not None:
+            from agentstack_lab.monitoring.resources import Terminated
+
+            try:
+                await self.monitor.enforce(node)
+            except Terminated as exc:
+                self._stop_subtree(node, str(exc))
+                raise asyncio.CancelledError(str(exc)) from None
         while True:
             held = next((n for n in self._lineage(node) if n.metadata.get("paused")), None)
             if held is None:
@@ -354,6 +364,8 @@ class AgentRun:
         """Add a model call's usage; hitting ``max_tokens`` stops the whole run."""
         node.usage.add(usage)
         self._tokens += usage.input_tokens + usage.output_tokens
+        if self.monitor is not None:
+            self.monitor.api_call(node, usage.input_tokens + usage.output_tokens)
         self.emit_state(node)
         limit = self.options.max_tokens
         if limit is not None and self._tokens > limit:
@@ -407,6 +419,8 @@ class AgentRun:
         self.control.spawned(child, vector)
         parent.subagents.append(child.id)
         self.emit_state(child)
+        if self.monitor is not None:
+            self.monitor.subtask(parent)
         self.emit_state(parent)
         body = self._agent(child)
         if opts.coordinate and parent.id == self.id and origin == "subquestion":
@@ -511,13 +525,22 @@ class AgentRun:
             node.result = result
             self.emit_state(node)
             self.emit(AgentCompleted(agent_id=node.id, result=result or ""))
+            parent = self.nodes.get(node.parent_id) if node.parent_id else None
+            if self.monitor is not None and parent is not None:
+                self.monitor.deliverable(parent, "subagent result")
         else:
             node.error = error
             self.emit_state(node)
             self.emit(ErrorEvent(agent_id=node.id, error=error or status))
+        if self.hooks is not None:
+            self.hooks.post_task(node)
 
     async def _agent(self, node: AgentNode) -> None:
         try:
+            if self.monitor is not None:
+                self.monitor.started(node)
+            if self.hooks is not None:
+                self.hooks.pre_task(node)
             node.set_status("running")
             self.emit_state(node)
             result = await run_steps(self, node)
@@ -589,6 +612,14 @@ class AgentRun:
         from agentstack_lab.decisions import decisions_for
 
         self.decision_store = decisions_for(self.workspace)
+        if self.workspace.config.monitoring.enabled:
+            from agentstack_lab.monitoring.resources import RunMonitor
+
+            self.monitor = RunMonitor(self, self.workspace.config.monitoring, db=db, decisions=self.decision_store)
+        from agentstack_lab.hooks import RunHooks
+
+        self.hooks = RunHooks(self.workspace, run_id=self.id, session_id=self.session_id)
+        self.hooks.session_start(prompt=self.prompt, agent_type=self.agent_type)
         at = self.attach
         root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt, parent_id=at and at.parent_id,
                          depth=at.depth if at else 0, identity_id=self.identity.agent_id if self.identity else None,
@@ -637,6 +668,10 @@ class AgentRun:
         finally:
             if watchdog is not None:
                 watchdog.cancel()
+            if self.monitor is not None:
+                self.monitor.close()
+            if self.hooks is not None:
+                self.hooks.session_end(status=root.status, result=root.result, error=root.error)
             if control is not None:
                 control.cancel()
                 with contextlib.suppress(BaseException):

@@ -123,6 +123,8 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
                             "again; continue without it or propose something different."}, "rejected by the user"
         edited, code = new_code != code, new_code
     result = await ctx.executor.run(code, context=ctx.exec_context(node, call.id))
+    if ctx.monitor is not None:
+        ctx.monitor.files(node, result.files)
     out = redact(result.to_dict(), hidden)
     prefix = "(The user edited the code before it ran.)\n" if edited else ""
     out["text"] = prefix + result.to_text(MODEL_LIMIT, hidden)  # redacted, then cut: no half key survives
@@ -160,4 +162,6 @@ async def _memory_store(ctx: AgentContext, node: AgentNode, args: dict[str, Any]
     namespace = ctx.namespace
     content = redact(content, hidden)  # the database never holds a secret, not even one the model repeats
     await asyncio.to_thread(memory.store, key, content, namespace=namespace, agent_id=node.id, tags=tags)
+    if ctx.monitor is not None:
+        ctx.monitor.deliverable(node, "memory")
     return {"stored": key, "namespace": namespace, "text": f"stored {key!r} in {namespace}"}

@@ -27,6 +27,7 @@ from pydantic import Field
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
 from agentstack_lab.events import AgentStatus, QuestionKind
 from agentstack_lab.mcp.decision_tools import DECISION_TOOL_NAMES, DecisionTools
+from agentstack_lab.mcp.tools_system import SYSTEM_TOOL_NAMES, SystemTools
 
 if TYPE_CHECKING:
     from agentstack_lab.agents.identity import IdentityService
@@ -43,6 +44,7 @@ TOOL_NAMES = (
     "identity_create", "identity_transition", "identity_audit",
     "system_status",
     *DECISION_TOOL_NAMES,
+    *SYSTEM_TOOL_NAMES,
 )
 
 SessionId = Annotated[str | None, Field(min_length=1, description="Act within this session (its private namespace "
@@ -59,7 +61,7 @@ def _asdict(obj: Any) -> dict[str, Any]:
     return dataclasses.asdict(obj)
 
 
-class Toolbox(DecisionTools):
+class Toolbox(DecisionTools, SystemTools):
     """The tools of one workspace; agent runs started here are kept in :attr:`runs`."""
 
     def __init__(self, workspace: Workspace):

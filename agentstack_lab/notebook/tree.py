@@ -326,7 +326,8 @@ def badges(metadata: dict[str, Any]) -> list[str]:
     """Short labels for what the control plane said about an agent (``agent-state`` metadata).
 
     ``drift``: the engine's drift check warned (its input repeats an ancestor's); ``consensus``: its
-    planned subagents wait on, or passed, a consensus checkpoint.
+    planned subagents wait on, or passed, a consensus checkpoint; ``resources``: the resource monitor's
+    phase past ``normal`` (warning, intervention = paused, termination = stopped) and why.
     """
     out = []
     drift = metadata.get("drift")
@@ -336,7 +337,13 @@ def badges(metadata: dict[str, Any]) -> list[str]:
     if isinstance(consensus, dict):
         rejected = len(consensus.get("rejected") or [])
         out.append(f"consensus {consensus.get('status', 'pending')}" + (f", {rejected} rejected" if rejected else ""))
+    resources = metadata.get("resources")
+    if isinstance(resources, dict) and resources.get("phase") in _MONITOR_BADGES:
+        out.append(f"{_MONITOR_BADGES[resources['phase']]}: {resources.get('reason') or ''}".rstrip(": "))
     return out
+
+
+_MONITOR_BADGES = {"warning": "⚠ resources", "intervention": "⏸ monitor paused", "termination": "■ monitor stopped"}
 
 
 def _num_text(value: Any) -> str:

@@ -162,5 +162,4 @@ def control_routes() -> list[tuple[str, type]]:
         (rf"/{PREFIX}/decisions/([^/]+)", DecisionHandler),
         (rf"/{PREFIX}/decisions/([^/]+)/(answer|approve|reject)", DecisionActionHandler),
         (rf"/{PREFIX}/tasks", TasksHandler),
-        (rf"/{PREFIX}/metrics", MetricsHandler),
     ]

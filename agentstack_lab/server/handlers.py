@@ -223,6 +223,25 @@ class HealthHandler(_Base):
         self.reply(report, status=200 if report["status"] != "unhealthy" else 503)
 
 
+class MetricsHandler(_Base):
+    """Prometheus text exposition of the workspace (``monitoring/metrics.py``), computed from the database."""
+
+    @tornado.web.authenticated
+    def get(self) -> None:
+        from prometheus_client.core import GaugeMetricFamily
+
+        from agentstack_lab.monitoring.metrics import exposition
+
+        clients = self.state.hub.subscribers
+
+        class _ServerGauges:  # the server's own gauge beside the workspace's metrics
+            def collect(self) -> Any:
+                yield GaugeMetricFamily("agentstack_ws_clients", "WebSocket clients of this server", value=clients)
+
+        self.set_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.finish(exposition(self.state.workspace.db, extra=[_ServerGauges()]))
+
+
 class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
     """The seed's protocol: the log's outbound events out, ``start-agent``/``user-response``/... in."""
 
@@ -379,5 +398,6 @@ def routes() -> list[tuple[str, type]]:
         (rf"/{PREFIX}/runs/([^/]+)/events", RunEventsHandler),
         (rf"/{PREFIX}/memory/search", MemorySearchHandler),
         (rf"/{PREFIX}/health/(live|ready|detailed)", HealthHandler),
+        (rf"/{PREFIX}/metrics", MetricsHandler),
         (rf"/{PREFIX}/events", EventsSocket),
     ]

@@ -543,3 +543,25 @@ def coordination_queue_and_messages(conn: Any) -> None:
             created_at REAL NOT NULL
         )""")
     conn.execute("CREATE INDEX messages_recipient ON messages(recipient, seq)")
+
+
+@migration
+def monitoring_phase_changes(conn: Any) -> None:
+    """Every phase change of the resource-exhaustion monitor (seed §11.1; ``monitoring/resources.py``).
+
+    One row per agent and phase reached (``warning``, ``intervention``, ``termination``), with the
+    reason and the agent's usage then (JSON); the metrics' warning/intervention/termination counters
+    count these rows, so work done by any process counts.
+    """
+    conn.execute("""
+        CREATE TABLE monitor_phase_changes (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT,
+            agent_id TEXT NOT NULL,
+            agent_type TEXT,
+            phase TEXT NOT NULL CHECK (phase IN ('warning', 'intervention', 'termination')),
+            reason TEXT,
+            usage TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL
+        )""")
+    conn.execute("CREATE INDEX monitor_phase_changes_phase ON monitor_phase_changes(phase, created_at)")
