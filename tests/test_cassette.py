@@ -73,7 +73,12 @@ def _normalise(events) -> list[tuple]:
         if "state" in d:
             d["state"] = {k: v for k, v in d["state"].items()
                           if k in ("status", "type", "prompt", "depth", "result", "error")}
-        per_agent.setdefault(prompts.get(ev.agent_id, "?"), []).append(json.dumps(d, sort_keys=True, default=str))
+        line = json.dumps(d, sort_keys=True, default=str)
+        seq = per_agent.setdefault(prompts.get(ev.agent_id, "?"), [])
+        if not (seq and seq[-1] == line and d["type"] == "agent-state"):
+            # a parent re-announces its state when a child ends (resources, subagents: left out above), as
+            # often as the scheduling makes children end apart; repeats of the same visible state collapse
+            seq.append(line)
     return sorted((k, tuple(v)) for k, v in per_agent.items())
 
 

@@ -227,7 +227,12 @@ def test_rest_approval_lets_a_headless_run_of_another_process_finish(jp_fetch, j
             runs = (await _get(jp_fetch, "runs"))["runs"]
             assert [(r["id"], r["origin"], r["waitingForYou"]) for r in runs] == [(d["runId"], "terminal", 1)]
             assert (await _get(jp_fetch, f"decisions/{d['id'][:8]}"))["id"] == d["id"]
-            metrics = (await jp_fetch("agentstack", "api", "metrics")).body.decode()
+            # the agents row follows the decision within the event log's 50 ms batch: read until it shows
+            for _ in range(100):
+                metrics = (await jp_fetch("agentstack", "api", "metrics")).body.decode()
+                if 'agentstack_runs{status="waiting_user"} 1.0' in metrics:
+                    break
+                await asyncio.sleep(0.05)
             assert 'agentstack_decisions_pending{kind="approval"} 1.0' in metrics
             assert 'agentstack_runs{status="waiting_user"} 1.0' in metrics
             done = await _get(jp_fetch, f"decisions/{d['id']}/approve", method="POST", body="{}")
