@@ -31,10 +31,12 @@ writes every metadata value into its own chunk blob, row by row.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -338,18 +340,9 @@ class VectorIndex:
 
     def _shared_refresh(self) -> SharedIndex:
         index = self.shared_index()
-        conn = self.db.conn
-        own_txn = not conn.in_transaction
-        if own_txn:
-            conn.execute("BEGIN")   # one snapshot for the high-water mark and the rows
-        try:
-            row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_vec_log'").fetchone()
-            top = int(row[0]) if row else 0
+        with self._log_snapshot() as (conn, top):
             index.sync(top, lambda after: self._changes(conn, after), lambda rids: self._fetch(conn, rids),
                        lambda: self._read_all(conn))
-        finally:
-            if own_txn:
-                conn.execute("COMMIT")
         if not index.refresh():
             raise RuntimeError(f"{index.dir}: no shared vector index after sync")
         return index
@@ -398,14 +391,22 @@ class VectorIndex:
             return (np.array([r[0] for r in rows], dtype=np.int64),
                     np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dimensions))
 
-    def _refresh(self) -> _Matrix:
+    @contextlib.contextmanager
+    def _log_snapshot(self) -> Iterator[tuple[Any, int]]:
+        """One read snapshot for the change log's high-water mark and the rows read after it."""
         conn = self.db.conn
         own_txn = not conn.in_transaction
         if own_txn:
-            conn.execute("BEGIN")   # one snapshot for the high-water mark and the rows
+            conn.execute("BEGIN")
         try:
             row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_vec_log'").fetchone()
-            top = int(row[0]) if row else 0
+            yield conn, (int(row[0]) if row else 0)
+        finally:
+            if own_txn:
+                conn.execute("COMMIT")
+
+    def _refresh(self) -> _Matrix:
+        with self._log_snapshot() as (conn, top):
             m = self._matrix
             if m is not None and top == m.last_seq:
                 return m
@@ -422,9 +423,6 @@ class VectorIndex:
                     return m
             self._matrix = m = self._load(conn, top)
             return m
-        finally:
-            if own_txn:
-                conn.execute("COMMIT")
 
     def _load(self, conn: Any, top: int) -> _Matrix:
         rids, mat = self._vectors(conn)
