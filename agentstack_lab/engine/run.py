@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.executors import ExecContext, Executor, make_executor
 from agentstack_lab.engine.gate import RunControl
+from agentstack_lab.engine.inbound import InboundMixin
+from agentstack_lab.engine.lifecycle import LifecycleMixin
 from agentstack_lab.engine.log import EventLog
 from agentstack_lab.engine.options import (
     AgentFailedError,
@@ -36,13 +38,8 @@ from agentstack_lab.events import (
     AgentCompleted,
     AgentState,
     ErrorEvent,
-    GetAgentTree,
     OutboundEvent,
-    StartAgent,
-    UserIntervention,
     UserQuery,
-    UserResponse,
-    from_wire,
 )
 from agentstack_lab.providers.base import Usage
 
@@ -57,16 +54,7 @@ __all__ = ["AgentRun", "RunOptions", "run_agent", "HeadlessQueryError", "BudgetE
 log = logging.getLogger(__name__)
 
 
-def _user() -> str | None:
-    """Who answers from this process (the login name), for "already answered (by …)"."""
-    import getpass
-
-    with contextlib.suppress(Exception):
-        return getpass.getuser()
-    return None
-
-
-class AgentRun:
+class AgentRun(InboundMixin, LifecycleMixin):
     """A recursive agent run; ``await run`` for the result, ``run.tree`` for a snapshot."""
 
     HeadlessQueryError = HeadlessQueryError
@@ -227,88 +215,6 @@ class AgentRun:
                 self._subscribers.remove(callback)
 
         return unsubscribe
-
-    def send(self, event: Any) -> Any:
-        """Handle an inbound event (dataclass or wire dict); ``get-agent-tree`` returns the tree."""
-        if isinstance(event, dict):
-            event = from_wire(event)
-        if isinstance(event, UserResponse):
-            return self.respond(event.query_id, event.response)
-        if isinstance(event, UserIntervention):
-            return self.intervene(event.agent_id, user_comment=event.user_comment,
-                                  user_content=event.user_content, status=event.status)
-        if isinstance(event, GetAgentTree):
-            return self.tree
-        if isinstance(event, StartAgent):
-            raise ValueError("start-agent begins a new run: create another AgentRun")
-        raise TypeError(f"cannot send {type(event).__name__} to a run")
-
-    def respond(self, query_id: str, response: Any, *, surface: str = "widget", by: str | None = None) -> None:
-        """Answer a pending ``user-query``; an invalid answer raises and leaves the query pending.
-
-        With a workspace database the answer goes through ``decisions.answer``, like every other
-        surface's: when the CLI or MCP answered first, this raises ``DecisionClosedError`` naming them.
-        """
-        entry = self.open_queries.get(query_id)
-        if (entry is None or (entry[1] is not None and entry[1].done())) and self.decision_store is not None:
-            with contextlib.suppress(KeyError):
-                decision = self.decision_store.get(query_id)
-                if decision.run_id == self.id and not decision.pending:
-                    from agentstack_lab.decisions import DecisionClosedError
-
-                    raise DecisionClosedError(decision.closed_message())
-        if entry is None or (entry[1] is not None and entry[1].done()):
-            pending = ", ".join(q.query_id for q in self.pending_queries) or "none"
-            raise KeyError(f"no pending query {query_id!r} (pending: {pending})")
-        query, fut, validate = entry
-        if validate is not None:
-            validate(response)
-        if fut is None:
-            self.decision_store.answer(query_id, response, by=by or _user(), surface=surface)
-            return
-        self._on_loop(lambda: fut.done() or fut.set_result(response))
-
-    def intervene(self, agent_id: str, *, user_comment: str | None = None, user_content: str | None = None,
-                  status: str | None = None) -> None:
-        """A comment for the agent's next model call, replaced content, or ``status="stopped"``.
-
-        ``user_content`` replaces the agent's text. A completed agent's result becomes that text
-        (a parent that has not summarised yet merges the user's version); an agent still at work
-        gets it in its next model call, as the text to continue from.
-        """
-        node = self._node(agent_id)
-        if status is not None and status not in ("stopped", "paused", "running"):
-            raise ValueError(f"an intervention can set status 'stopped', 'paused' or 'running' (resume), "
-                             f"got {status!r}")
-        if user_comment is None and user_content is None and status is None:
-            raise ValueError("an intervention needs user_comment, user_content or status")
-        for name, value in (("user_comment", user_comment), ("user_content", user_content)):
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"intervention {name} must be a string, got {type(value).__name__}")
-
-        def apply() -> None:
-            if user_comment is not None:
-                node.user_comment = user_comment
-                node.pending_comments.append(f"User comment: {user_comment}")
-            if user_content is not None:
-                node.content = user_content
-                node.metadata["contentReplaced"] = True
-                if node.status == "completed":
-                    node.result = user_content
-                elif not node.terminal:
-                    node.pending_comments.append(f"The user replaced your text so far with:\n{user_content}")
-            if user_comment is not None or user_content is not None:
-                self.emit_state(node, with_content=user_content is not None)
-            if status == "stopped":
-                self._stop_subtree(node, "stopped by the user")
-            elif status == "paused" and not node.terminal and not node.metadata.get("paused"):
-                node.metadata["paused"] = True
-                self.emit_state(node)
-            elif status == "running" and node.metadata.pop("paused", None):
-                self._resume.pop(node.id, asyncio.Event()).set()
-                self.emit_state(node)
-
-        self._on_loop(apply)
 
     async def checkpoint(self, node: AgentNode) -> None:
         """Between steps and tool calls: the resource monitor's verdict, then wait while paused."""
@@ -587,105 +493,6 @@ class AgentRun:
                 if not n.terminal:
                     self.finish_agent(n, "stopped", error=n.stop_reason or reason)
 
-    def _start_session(self) -> None:
-        if self.session_id is not None:
-            return
-        try:
-            self.session_id = self.workspace.sessions.start(name=f"agent run {self.id[:8]}").id
-            return
-        except Exception as exc:  # noqa: BLE001 - fall back to the run's own namespace
-            log.warning("agentstack-lab: could not start a session for run %s: %s", self.id, exc)
-        self.session_id = self.id
-
-    def _begin(self) -> None:
-        """Record the identity's spawn, open the event log and the session, write the root agent's row now."""
-        if self.identity is not None:
-            # checked again inside the audit's write transaction: retired since __init__ means no spawn row
-            self.identity = self.workspace.identities.record_spawn(self.identity.agent_id, self.id)
-        self._start_session()
-        db = self.workspace.db
-        from agentstack_lab.engine.liveness import reap_orphans
-
-        reap_orphans(db)  # agents of runs whose process died are failed, not left "running"
-        self._log = EventLog(db, self.run_id, owner=self.attach is None)
-        self._log.start()
-        from agentstack_lab.decisions import decisions_for
-
-        self.decision_store = decisions_for(self.workspace)
-        if self.workspace.config.monitoring.enabled:
-            from agentstack_lab.monitoring.resources import RunMonitor
-
-            self.monitor = RunMonitor(self, self.workspace.config.monitoring, db=db, decisions=self.decision_store)
-        from agentstack_lab.hooks import RunHooks
-
-        self.hooks = RunHooks(self.workspace, run_id=self.id, session_id=self.session_id)
-        self.hooks.session_start(prompt=self.prompt, agent_type=self.agent_type)
-        at = self.attach
-        root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt, parent_id=at and at.parent_id,
-                         depth=at.depth if at else 0, identity_id=self.identity.agent_id if self.identity else None,
-                         metadata={"provider": getattr(self.provider, "name", "?"),
-                                   "executor": self.executor.name, "sessionId": self.session_id,
-                                   "origin": self.origin})
-        if self.identity is not None:
-            root.metadata["identityId"] = self.identity.agent_id
-        self.nodes[root.id] = root
-        self.emit_state(root, with_content=at is not None)  # a retried subtask starts from empty text
-        if self._log is not None:
-            self._log.write_now()
-            self.control.begin(root)
-
-    async def _main(self) -> None:
-        watchdog = control = None
-        root = self.nodes[self.id]
-        try:
-            if root.terminal:  # stopped before it began
-                return
-            if self.options.timeout_s is not None:
-                watchdog = asyncio.get_running_loop().call_later(
-                    self.options.timeout_s, self._budget_stop,
-                    f"budget exceeded: timeout_s={self.options.timeout_s:g} (wall clock)")
-            root.task = asyncio.get_running_loop().create_task(self._agent(root), name=f"agentstack-{root.name}")
-            if self.decision_store is not None:
-                from agentstack_lab.engine.control import follow_interventions
-
-                control = asyncio.get_running_loop().create_task(
-                    follow_interventions(self, self.decision_store.db), name=f"agentstack-control-{self.id[:8]}")
-            try:
-                await asyncio.shield(root.task)
-            except asyncio.CancelledError:
-                self._stop_subtree(root, root.stop_reason or "stopped by the user")
-                with contextlib.suppress(BaseException):
-                    await root.task
-            leftovers = [n.task for n in self.nodes.values() if n.task is not None and not n.task.done()]
-            for n in self.nodes.values():
-                if not n.terminal:
-                    self._stop_subtree(n, "the run ended")
-            if leftovers:
-                await asyncio.gather(*leftovers, return_exceptions=True)
-            if self._failure is None and root.status == "failed":
-                self._failure = AgentFailedError(root.error or "the root agent failed")
-                self.error = root.error
-        finally:
-            if watchdog is not None:
-                watchdog.cancel()
-            if self.monitor is not None:
-                self.monitor.close()
-            if self.hooks is not None:
-                self.hooks.session_end(status=root.status, result=root.result, error=root.error)
-            if control is not None:
-                control.cancel()
-                with contextlib.suppress(BaseException):
-                    await control
-            for _q, fut, _v in list(self.open_queries.values()):
-                if fut is not None:
-                    fut.cancel()
-            if self.decision_store is not None:  # nothing may stay pending for a run that is over
-                with contextlib.suppress(Exception):
-                    self.decision_store.cancel_for_run(self.id, f"the run ended ({root.status})")
-            if self.coordination is not None:
-                await self.coordination.shutdown()
-            if self._log is not None:
-                await self._log.close()
 
 
 async def run_agent(prompt: str, **kwargs: Any) -> AsyncIterator[OutboundEvent]:

@@ -15,7 +15,8 @@ from typing import Any
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Float, Unicode
 
-from agentstack_lab.server.handlers import ServerState, routes
+from agentstack_lab.server.base import ServerState
+from agentstack_lab.server.handlers import routes
 from agentstack_lab.server.hub import EventHub
 
 __all__ = ["AgentstackExtension"]

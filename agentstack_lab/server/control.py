@@ -17,7 +17,7 @@ from typing import Any
 import tornado
 
 from agentstack_lab.errors import UsageError
-from agentstack_lab.server.handlers import PREFIX, _Base
+from agentstack_lab.server.base import PREFIX, BaseHandler
 
 __all__ = ["control_routes", "run_extras"]
 
@@ -32,7 +32,7 @@ def _decision(d: Any) -> dict[str, Any]:
     return d.to_dict()
 
 
-class DecisionsHandler(_Base):
+class DecisionsHandler(BaseHandler):
     @tornado.web.authenticated
     def get(self) -> None:
         state = self.get_argument("state", "pending") or None
@@ -43,13 +43,13 @@ class DecisionsHandler(_Base):
         self.reply({"decisions": [_decision(d) for d in found]})
 
 
-class DecisionHandler(_Base):
+class DecisionHandler(BaseHandler):
     @tornado.web.authenticated
     def get(self, ref: str) -> None:
         self.reply(_decision(_decisions(self.state).get(ref)))
 
 
-class DecisionActionHandler(_Base):
+class DecisionActionHandler(BaseHandler):
     """``POST decisions/ID/answer {response}``, ``/approve {code?}``, ``/reject {reason?}``."""
 
     @tornado.web.authenticated
@@ -75,7 +75,7 @@ class DecisionActionHandler(_Base):
         self.reply(_decision(done))
 
 
-class TasksHandler(_Base):
+class TasksHandler(BaseHandler):
     @tornado.web.authenticated
     def get(self) -> None:
         limit = self.int_arg("limit", 100, lo=1, hi=1000)
@@ -112,7 +112,7 @@ def list_tasks(db: Any, *, status: str | None, run: str | None, limit: int) -> l
     return out
 
 
-class MetricsHandler(_Base):
+class MetricsHandler(BaseHandler):
     @tornado.web.authenticated
     def get(self) -> None:
         self.set_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

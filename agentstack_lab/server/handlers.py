@@ -12,123 +12,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import tornado
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import ws_authenticated
-from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.base.handlers import JupyterHandler
 from tornado import websocket
 
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
-from agentstack_lab.server.hub import EventHub, Message, dumps
+from agentstack_lab.server.base import PREFIX, BaseHandler, ServerState
+from agentstack_lab.server.hub import Message, dumps
 
 if TYPE_CHECKING:
-    from agentstack_lab.workspace import Workspace
+    pass
 
 __all__ = ["ServerState", "routes"]
 
-PREFIX = "agentstack/api"
-
-
-def camel_keys(value: Any) -> Any:
-    """``value`` with every dict key in camelCase (``run_id`` → ``runId``), recursively."""
-    if isinstance(value, dict):
-        return {re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), str(k)): camel_keys(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [camel_keys(v) for v in value]
-    return value
-
-
-@dataclass(kw_only=True)
-class ServerState:
-    """What the handlers share: the workspace, the event hub and the runs this server started."""
-
-    workspace: Workspace
-    hub: EventHub
-    provider: str | None = None
-    runs: dict[str, Any] = field(default_factory=dict)
-
-    def start_run(self, prompt: str, agent_type: str | None = None, options: dict[str, Any] | None = None) -> Any:
-        from agentstack_lab.engine import AgentRun, RunOptions
-
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise UsageError("start-agent needs a non-empty prompt")
-        opts = RunOptions.coerce(dict(options or {}))
-        run = AgentRun(prompt, workspace=self.workspace, provider=self.provider, agent_type=agent_type,
-                       options=opts, origin="lab")
-        self.runs[run.id] = run.start()
-        return run
-
-    def local_run_of(self, agent_id: str) -> Any | None:
-        for run in self.runs.values():
-            if agent_id in run.nodes:
-                return run
-        return None
-
-    async def close(self) -> None:
-        await self.hub.stop()
-        for run in list(self.runs.values()):
-            if not run.done:
-                run.stop(reason="the Jupyter server stopped")
-        for run in list(self.runs.values()):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(run.wait(raise_on_error=False), 5)
-        self.workspace.close()
-
-
-class _Base(APIHandler):
-    @property
-    def state(self) -> ServerState:
-        return self.settings["agentstack"]
-
-    @property
-    def db(self) -> Any:
-        return self.state.workspace.db
-
-    def reply(self, value: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.finish(json.dumps(camel_keys(value), default=str))
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, AgentstackError):
-            self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps({"message": message(exc)}))
-            return
-        super().write_error(status_code, **kwargs)
-
-    def _handle_request_exception(self, e: BaseException) -> None:
-        if isinstance(e, AgentstackError):  # a user error: one line, no traceback in the log
-            self.send_error(404 if isinstance(e, NotFoundError | KeyError) else 400, exc_info=(type(e), e, None))
-            return
-        super()._handle_request_exception(e)
-
-    def body(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.request.body or b"{}")
-        except ValueError:
-            raise UsageError("the request body is not JSON") from None
-        if not isinstance(data, dict):
-            raise UsageError("the request body must be a JSON object")
-        return data
-
-    def int_arg(self, name: str, default: int, *, lo: int = 0, hi: int = 10**9) -> int:
-        raw = self.get_argument(name, None)
-        if raw is None:
-            return default
-        try:
-            value = int(raw)
-        except ValueError:
-            raise UsageError(f"{name} must be an integer, got {raw!r}") from None
-        if not lo <= value <= hi:
-            raise UsageError(f"{name} must be between {lo} and {hi}, got {value}")
-        return value
-
-
-class RunsHandler(_Base):
+class RunsHandler(BaseHandler):
     @tornado.web.authenticated
     def get(self) -> None:
         from agentstack_lab.engine.activity import last_events
@@ -163,7 +64,7 @@ def _run_stats(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     return {r[0]: {"agents": r[1], "waiting": r[2] or 0, "tokens": r[3] or 0} for r in rows}
 
 
-class RunHandler(_Base):
+class RunHandler(BaseHandler):
     @tornado.web.authenticated
     def get(self, run_ref: str) -> None:
         from agentstack_lab.engine.activity import resolve_run
@@ -173,7 +74,7 @@ class RunHandler(_Base):
         self.reply({"runId": run_id, "tree": rebuild_tree(self.db, run_id)})
 
 
-class RunEventsHandler(_Base):
+class RunEventsHandler(BaseHandler):
     @tornado.web.authenticated
     def get(self, run_ref: str) -> None:
         from agentstack_lab.engine.activity import EventFollower, resolve_run
@@ -194,7 +95,7 @@ def _resolve(db: Any, ref: str, resolve: Any) -> str:
         raise NotFoundError(message(exc)) from None
 
 
-class MemorySearchHandler(_Base):
+class MemorySearchHandler(BaseHandler):
     @tornado.web.authenticated
     def get(self) -> None:
         query = self.get_argument("q", "")
@@ -214,7 +115,7 @@ def _hit(hit: Any) -> dict[str, Any]:
     return dataclasses.asdict(hit) if dataclasses.is_dataclass(hit) else dict(vars(hit))
 
 
-class HealthHandler(_Base):
+class HealthHandler(BaseHandler):
     @tornado.web.authenticated
     def get(self, kind: str) -> None:
         from agentstack_lab.monitoring.health import check
@@ -223,7 +124,7 @@ class HealthHandler(_Base):
         self.reply(report, status=200 if report["status"] != "unhealthy" else 503)
 
 
-class MetricsHandler(_Base):
+class MetricsHandler(BaseHandler):
     """Prometheus text exposition of the workspace (``monitoring/metrics.py``), computed from the database."""
 
     @tornado.web.authenticated

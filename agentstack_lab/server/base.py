@@ -1,0 +1,124 @@
+"""What every agentstack handler shares: the server state, JSON replies, one-line user errors.
+
+Its own module so ``handlers`` (the run/memory/health routes) and ``control`` (decisions, tasks,
+agents) both build on it without importing each other: before, ``control`` imported ``_Base`` from
+``handlers`` while ``handlers`` imported ``control`` for the runs' extras, a runtime import cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jupyter_server.base.handlers import APIHandler
+
+from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
+from agentstack_lab.server.hub import EventHub
+
+if TYPE_CHECKING:
+    from agentstack_lab.workspace import Workspace
+
+__all__ = ["PREFIX", "BaseHandler", "ServerState", "camel_keys"]
+
+PREFIX = "agentstack/api"
+
+
+def camel_keys(value: Any) -> Any:
+    """``value`` with every dict key in camelCase (``run_id`` → ``runId``), recursively."""
+    if isinstance(value, dict):
+        return {re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), str(k)): camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [camel_keys(v) for v in value]
+    return value
+
+
+@dataclass(kw_only=True)
+class ServerState:
+    """What the handlers share: the workspace, the event hub and the runs this server started."""
+
+    workspace: Workspace
+    hub: EventHub
+    provider: str | None = None
+    runs: dict[str, Any] = field(default_factory=dict)
+
+    def start_run(self, prompt: str, agent_type: str | None = None, options: dict[str, Any] | None = None) -> Any:
+        from agentstack_lab.engine import AgentRun, RunOptions
+
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise UsageError("start-agent needs a non-empty prompt")
+        opts = RunOptions.coerce(dict(options or {}))
+        run = AgentRun(prompt, workspace=self.workspace, provider=self.provider, agent_type=agent_type,
+                       options=opts, origin="lab")
+        self.runs[run.id] = run.start()
+        return run
+
+    def local_run_of(self, agent_id: str) -> Any | None:
+        for run in self.runs.values():
+            if agent_id in run.nodes:
+                return run
+        return None
+
+    async def close(self) -> None:
+        await self.hub.stop()
+        for run in list(self.runs.values()):
+            if not run.done:
+                run.stop(reason="the Jupyter server stopped")
+        for run in list(self.runs.values()):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(run.wait(raise_on_error=False), 5)
+        self.workspace.close()
+
+
+class BaseHandler(APIHandler):
+    """JSON in and out; a user error is one line with 400/404, anything else keeps Jupyter's handling."""
+
+    @property
+    def state(self) -> ServerState:
+        return self.settings["agentstack"]
+
+    @property
+    def db(self) -> Any:
+        return self.state.workspace.db
+
+    def reply(self, value: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.finish(json.dumps(camel_keys(value), default=str))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, AgentstackError):
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"message": message(exc)}))
+            return
+        super().write_error(status_code, **kwargs)
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if isinstance(e, AgentstackError):  # a user error: one line, no traceback in the log
+            self.send_error(404 if isinstance(e, NotFoundError | KeyError) else 400, exc_info=(type(e), e, None))
+            return
+        super()._handle_request_exception(e)
+
+    def body(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.request.body or b"{}")
+        except ValueError:
+            raise UsageError("the request body is not JSON") from None
+        if not isinstance(data, dict):
+            raise UsageError("the request body must be a JSON object")
+        return data
+
+    def int_arg(self, name: str, default: int, *, lo: int = 0, hi: int = 10**9) -> int:
+        raw = self.get_argument(name, None)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise UsageError(f"{name} must be an integer, got {raw!r}") from None
+        if not lo <= value <= hi:
+            raise UsageError(f"{name} must be between {lo} and {hi}, got {value}")
+        return value
