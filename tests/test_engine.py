@@ -199,7 +199,7 @@ async def test_headless_without_answers_fails_closed_and_answers_work(ws):
     main = lambda req: [tool_call("python", {"code": "ran.append(1)"})] if last_tool_result(req) is None else "ok"  # noqa: E731
     run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)),
                    options=RunOptions(interactive=False), executor=LiveKernelExecutor(namespace={"ran": ran}))
-    with pytest.raises(HeadlessQueryError, match=r"needs an answer to a approval query .* headless .*auto_approve=True"):
+    with pytest.raises(HeadlessQueryError, match=r"needs an answer to an approval query .* headless .*auto_approve=True"):
         await run
     assert ran == [] and run.status == "failed" and "headless" in run.tree["error"]
     check_event_order(run.events)  # the approval that failed closed still closed its tool-call
@@ -481,3 +481,10 @@ async def test_start_writes_the_root_row_at_once_and_stop_before_it_begins(ws):
     assert [(type(e).__name__, getattr(e, "state", {}).get("status")) for e in run.events] == [
         ("AgentState", "pending"), ("AgentState", "stopped"), ("ErrorEvent", None)]  # it never ran
     assert rebuild_tree(ws.db, run.id) == json.loads(json.dumps(run.tree))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0, -1, True])
+def test_run_options_refuse_a_timeout_that_is_not_a_finite_positive_number(bad):
+    with pytest.raises(ValueError, match="timeout_s must be a finite number > 0"):
+        RunOptions(timeout_s=bad)
+    assert RunOptions(timeout_s=0.5).timeout_s == 0.5

@@ -210,3 +210,15 @@ def test_max_entry_bytes_in_the_cli(workdir):
         "error: content of 'notes' is 150 bytes; the limit is 100 (memory.max_entry_bytes)"
     with Workspace.open(workdir, announce=False) as ws:
         assert ws.memory.count() == 0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -0.1, 5, True, "0.5"])
+def test_python_api_refuses_a_threshold_outside_0_to_1_in_one_line(tmp_path, bad):
+    """The CLI checked ``--threshold``; the Python API took ``nan`` and silently returned nothing."""
+    from agentstack_lab.memory.access import MemoryValidationError
+
+    with Workspace.open(tmp_path, announce=False) as ws:
+        ws.memory.store("k", "hello world")
+        with pytest.raises(MemoryValidationError, match="threshold must be a number between 0 and 1"):
+            ws.memory.search("hello", threshold=bad)
+        assert [h.key for h in ws.memory.search("hello", threshold=0.5)] == ["k"]

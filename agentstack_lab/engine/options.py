@@ -109,8 +109,9 @@ class RunOptions:
                 raise ValueError(f"RunOptions.{name} must be a {'positive' if name in ('max_agents', 'max_turns') else 'non-negative'} integer, got {value!r}")
         if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens <= 0):
             raise ValueError(f"RunOptions.max_tokens must be a positive integer or None, got {self.max_tokens!r}")
-        if self.timeout_s is not None and (not isinstance(self.timeout_s, int | float) or self.timeout_s <= 0):
-            raise ValueError(f"RunOptions.timeout_s must be > 0 or None, got {self.timeout_s!r}")
+        if self.timeout_s is not None and (isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float)
+                                           or not 0 < self.timeout_s < float("inf")):  # nan compares false: refused
+            raise ValueError(f"RunOptions.timeout_s must be a finite number > 0 or None, got {self.timeout_s!r}")
         if self.executor not in ("live", "subprocess"):
             raise ValueError(f"RunOptions.executor must be 'live' or 'subprocess', got {self.executor!r}")
         if self.identity is not None and (not isinstance(self.identity, str) or not self.identity.strip()):

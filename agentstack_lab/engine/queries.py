@@ -48,7 +48,7 @@ async def ask(run: AgentRun, node: AgentNode, kind: str, prompt: str, options: d
             run.note(node, f"{kind} question skipped (headless): {prompt}")
             return None
         raise HeadlessQueryError(
-            f"agent {node.name} needs an answer to a {kind} query ({prompt!r}) but the run is headless "
+            f"agent {node.name} needs an answer to {'an' if kind[0] in 'aeiou' else 'a'} {kind} query ({prompt!r}) but the run is headless "
             f"(on_query=fail) and none was given; pass answers={{{kind!r}: ...}}, on_query='wait' "
             f"(answer with `agentstack-lab decisions`) or on_query='auto'"
             + (" or auto_approve=True" if kind == "approval" else ""), kind)

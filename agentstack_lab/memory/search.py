@@ -144,6 +144,9 @@ def search(memory: Memory, query: str, mode: SearchMode = "hybrid", *, namespace
         raise MemoryValidationError(f"query must be a string, got {type(query).__name__}")
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise MemoryValidationError(f"limit must be a positive int, got {limit!r}")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int | float)
+                                  or not 0.0 <= threshold <= 1.0):  # also refuses nan, which compares false
+        raise MemoryValidationError(f"threshold must be a number between 0 and 1 or None, got {threshold!r}")
     namespace, agent_id, include_shared = memory._filters(namespace, agent_id, include_shared)
     session = memory.context.session_id if memory.context else None
     pool = limit if mode != "hybrid" else max(limit * 3, 30)
