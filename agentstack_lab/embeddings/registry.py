@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentstack_lab.errors import AgentstackError
+from agentstack_lab.factories import FactoryRegistry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,14 +64,14 @@ def register_builtin_embedders(register: Callable[..., None]) -> None:
     register("local", local_factory)
 
 
-class EmbedderRegistry:
+class EmbedderRegistry(FactoryRegistry[EmbedderFactory]):
     """Embedder factories by name; a workspace fills one from the ``register_embedders`` hook.
 
     The first registration of a name wins (built-ins load first); a later one is refused.
     """
 
-    def __init__(self) -> None:
-        self._factories: dict[str, EmbedderFactory] = {}
+    kind = "embedder"
+    error = EmbedderRegistryError
 
     @classmethod
     def builtin(cls) -> EmbedderRegistry:
@@ -79,32 +80,10 @@ class EmbedderRegistry:
         register_builtin_embedders(registry.register)
         return registry
 
-    def register(self, name: str, factory: EmbedderFactory) -> None:
-        """Add ``factory`` under ``name``; a taken or malformed name is an :class:`EmbedderRegistryError`."""
-        if not isinstance(name, str) or not name.strip():
-            raise EmbedderRegistryError(f"an embedder name must be a non-empty string, got {name!r}")
-        if not callable(factory):
-            raise EmbedderRegistryError(f"embedder {name!r}: the factory must be callable, "
-                                        f"got {type(factory).__name__}")
-        if name in self._factories:
-            raise EmbedderRegistryError(f"embedder {name!r} is already registered")
-        self._factories[name] = factory
-
-    def unregister(self, name: str) -> bool:
-        """Remove ``name``; True if it was registered."""
-        return self._factories.pop(name, None) is not None
-
-    def names(self) -> list[str]:
-        """Every registered name, sorted."""
-        return sorted(self._factories)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._factories
-
     def build(self, name: str = "hash", *, dimensions: int = 384, config: Config | None = None,
               **overrides: Any) -> Embedder:
         """Build the embedder registered as ``name``; unknown names raise with the valid ones listed."""
-        factory = self._factories.get(name)
+        factory = self.factory(name)
         if factory is None:
             raise UnknownEmbedderError(f"unknown embedder {name!r}; registered: {', '.join(self.names())}")
         return factory(dimensions=dimensions, config=config, **overrides)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agentstack_lab.factories import FactoryRegistry
 from agentstack_lab.providers.base import Provider, ProviderError
 
 __all__ = [
@@ -111,15 +112,15 @@ def register_builtin_providers(register: Callable[..., None]) -> None:
         register(kind, _cli(kind))
 
 
-class ProviderRegistry:
+class ProviderRegistry(FactoryRegistry[Factory]):
     """Provider factories by name; a workspace fills one from the ``register_providers`` hook.
 
     ``register`` refuses a taken name (the first registration wins: built-ins load first), so a
     plugin cannot silently replace a built-in.
     """
 
-    def __init__(self) -> None:
-        self._factories: dict[str, Factory] = {}
+    kind = "provider"
+    error = ProviderError
 
     @classmethod
     def builtin(cls) -> ProviderRegistry:
@@ -127,27 +128,6 @@ class ProviderRegistry:
         registry = cls()
         register_builtin_providers(registry.register)
         return registry
-
-    def register(self, name: str, factory: Factory) -> None:
-        """Add ``factory`` under ``name``; a taken or malformed name is a :class:`ProviderError`."""
-        if not isinstance(name, str) or not name.strip():
-            raise ProviderError(f"a provider name must be a non-empty string, got {name!r}")
-        if not callable(factory):
-            raise ProviderError(f"provider {name!r}: the factory must be callable, got {type(factory).__name__}")
-        if name in self._factories:
-            raise ProviderError(f"provider {name!r} is already registered")
-        self._factories[name] = factory
-
-    def unregister(self, name: str) -> bool:
-        """Remove ``name``; True if it was registered."""
-        return self._factories.pop(name, None) is not None
-
-    def names(self) -> list[str]:
-        """Every registered name, sorted."""
-        return sorted(self._factories)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._factories
 
     def build(self, name: str | None = None, *, config: Any = None, **overrides: Any) -> Provider:
         """Build the provider registered as ``name``.
@@ -164,7 +144,7 @@ class ProviderRegistry:
         if name is None:
             providers = getattr(config, "providers", None)
             name = getattr(providers, "default", None) or "scripted"
-        factory = self._factories.get(name)
+        factory = self.factory(name)
         if factory is None:
             raise UnknownProviderError(f"unknown provider {name!r}; valid providers: {', '.join(self.names())}")
         return factory(config=config, **overrides)
