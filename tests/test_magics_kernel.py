@@ -114,7 +114,7 @@ def test_headless_query_fails_closed_with_one_line(executed, tag, kind):
     """README: without answers or --auto-approve, ``--wait`` fails closed "with one line" (no tree after it)."""
     outputs = executed[tag]
     (line,) = _one_line_error(outputs)
-    assert line.startswith("AgentRunFailed: HeadlessQueryError: ") and f"a {kind} query" in line
+    assert line.startswith("AgentRunFailed: HeadlessQueryError: ") and f"{'an' if kind == 'approval' else 'a'} {kind} query" in line
     shown = [o for o in outputs if o["output_type"] in ("display_data", "execute_result")]
     assert not [o for o in shown if any(str(v).strip() for v in o["data"].values())], shown  # the live tree is blanked
     assert not [ln for ln in _text(outputs, "stdout").splitlines() if not ln.startswith("agentstack-lab: using database")]
