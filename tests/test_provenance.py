@@ -26,16 +26,19 @@ async def test_created_changed_in_place_and_deleted_names_are_recorded_and_undon
     res = await _run(ex, "a = 41 + 1\ndf['y'] = df['x'] * 2\ndel b")
     assert sorted(res.changed_names) == ["a", "df"] and res.deleted_names == ["b"]
     actions = {c["name"]: (c["action"], c["before"], c["after"]) for c in res.changes}
-    assert actions == {"a": ("created", "", "int"), "df": ("changed", "DataFrame (3, 1)", "DataFrame (3, 2)"),
+    assert actions == {"a": ("created", "", "int = 42"),
+                       "df": ("changed", "DataFrame (3, 1) [x]", "DataFrame (3, 2) [x, y]"),
                        "b": ("deleted", "list[2]", "")}
     assert "names deleted: b" in res.to_text()
 
     undone = ex.journal.undo(ns, "r1")
-    assert {c.name for c in undone} == {"a", "df", "b"}
+    assert {(c.name, c.action) for c in undone} == {("a", "removed"), ("df", "restored"), ("b", "restored")}
     assert "a" not in ns and ns["b"] == [1, 2] and list(ns["df"].columns) == ["x"]
     assert ns["df"].equals(pd.DataFrame({"x": [1, 2, 3]})) and original_df is not None
-    with pytest.raises(UndoRefusedError, match="changed no kernel variables"):
+    with pytest.raises(UndoRefusedError, match="already undone"):
         ex.journal.undo(ns, "r1")
+    with pytest.raises(UndoRefusedError, match="changed no kernel variables"):
+        ex.journal.undo(ns, "r9")
 
 
 async def test_a_rebinding_is_undone_to_the_very_same_object():
