@@ -9,6 +9,7 @@ runs did to the same names). Every error is one line naming what was wrong, and 
 
 from __future__ import annotations
 
+import argparse
 import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from agentstack_lab.errors import AgentstackError
-from agentstack_lab.notebook.args import MagicUsageError, _Parser, _positive_int
+from agentstack_lab.notebook.args import MagicUsageError, _Parser
 
 if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
@@ -42,9 +43,15 @@ class UndoArgs:
     run: str
 
 
+def _limit(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of rows, 1 or more, got {text!r}")
+    return int(text)
+
+
 def _tokens(parser: Any, line: str) -> list[str]:
     try:
-        tokens = shlex.split(line)
+        tokens = shlex.split(line, comments=True)  # a trailing "# ..." is a comment, as in Python
     except ValueError as exc:
         raise MagicUsageError(f"{parser.format_usage().strip()}\n{parser.prog}: error: {exc}") from None
     if "-h" in tokens or "--help" in tokens:
@@ -58,7 +65,7 @@ def parse_history_line(line: str) -> HistoryArgs:
                 description="What agents did to kernel variables (and the undos), oldest first.")
     p.add_argument("name", nargs="?", help="only this variable")
     p.add_argument("--run", help="only this run (id)")
-    p.add_argument("--limit", type=_positive_int, help="only the newest N rows")
+    p.add_argument("--limit", type=_limit, help="only the newest N rows")
     ns = p.parse_args(_tokens(p, line))
     if ns.name is not None and not ns.name.isidentifier():
         p.error(f"NAME must be a variable name, got {ns.name!r}")
@@ -90,8 +97,8 @@ def run_undo(shell: Any, workspace: Workspace, args: UndoArgs) -> str:
     executor = live_executor(shell)
     run_id = resolve_run(args.run, workspace.db, executor.journal)
     changes = undo_run(executor, workspace.db, run_id, secrets=workspace_secrets(workspace))
-    removed = [c.name for c in changes if c.action == "removed"]
-    restored = [c.name for c in changes if c.action == "restored"]
+    removed = sorted(c.name for c in changes if c.action == "removed")
+    restored = sorted(c.name for c in changes if c.action == "restored")
     parts = ([f"removed {', '.join(removed)}"] if removed else []) + (
         [f"restored {', '.join(restored)}"] if restored else [])
     return f"undid run {run_id}: {'; '.join(parts)}"
