@@ -215,7 +215,8 @@ async def test_secrets_never_reach_the_stored_summaries(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     ns = {"__name__": "__main__", "os": __import__("os")}
     code = ("leaked = os.environ['ANTHROPIC_API_KEY']\nnote = 'the key is ' + leaked\n"
-            "api_key = 'short-but-secret-named'\nimport pandas as pd\nframe = pd.DataFrame({leaked: [1]})")
+            "api_key = 'short-but-secret-named'\nimport pandas as pd\nframe = pd.DataFrame({leaked: [1]})\n"
+            "raw = leaked.encode()")
     with _workspace(tmp_path) as ws:
         await _agent(ws, ns, code)
         rows = ws.db.query("SELECT name, before, after FROM provenance")
@@ -224,6 +225,7 @@ async def test_secrets_never_reach_the_stored_summaries(tmp_path, monkeypatch):
         assert stored["leaked"] == "str[49] = '***'" and stored["note"] == "str[60] = 'the key is ***'"
         assert stored["api_key"] == "str[22]"                  # a secret-looking name gets no repr at all
         assert stored["frame"] == "DataFrame (1, 1) [***]"      # column names are redacted too
+        assert stored["raw"] == "bytes[49]"                     # bytes get no repr (a cut key would survive)
 
 
 async def test_unknown_run_and_executors_without_a_kernel_are_one_clear_line(tmp_path):

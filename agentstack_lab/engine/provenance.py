@@ -53,7 +53,7 @@ class UndoRefusedError(AgentstackError):
 def summarise(value: Any, secrets: Sequence[str] = (), name: str = "") -> str:
     """A short description: ``DataFrame (3, 2) [x, y]``, ``list[4]``, ``int = 42``, ``str[5] = 'hello'``.
 
-    Scalars and strings get a small repr, with ``secrets`` redacted before it is cut; a ``name``
+    Scalars and ``str`` values get a small repr, with ``secrets`` redacted before it is cut; a ``name``
     that looks secret (``api_key``, ``token``) gets none. Column names are redacted too.
     """
     if value is _MISSING:
@@ -68,12 +68,9 @@ def summarise(value: Any, secrets: Sequence[str] = (), name: str = "") -> str:
             text += " [" + ", ".join(shown) + (", …" if len(columns) > 6 else "") + "]"
         return redact(text, secrets)
     secret_name = any(h in name.upper() for h in SECRET_HINTS)
-    if isinstance(value, str | bytes):
-        if secret_name:
-            return f"{kind}[{len(value)}]"
-        clean = redact(value, secrets) if isinstance(value, str) else value
-        return f"{kind}[{len(value)}] = {_short(clean)}"
-    if isinstance(value, list | dict | set | tuple | frozenset):
+    if isinstance(value, str) and not secret_name:
+        return f"{kind}[{len(value)}] = {_short(redact(value, secrets))}"  # redacted whole, then cut
+    if isinstance(value, str | bytes | list | dict | set | tuple | frozenset):  # bytes: not redactable, no repr
         return f"{kind}[{len(value)}]"
     if isinstance(value, _SCALARS) and not secret_name:
         return redact(f"{kind} = {_short(value)}", secrets)
