@@ -373,7 +373,11 @@ class AgentRun(InboundMixin, LifecycleMixin):
             from agentstack_lab.store import provenance
 
             rows = change_rows(changes, run_id=self.id, agent_id=node.id, call_id=call_id, secrets=self.secrets())
-            await asyncio.to_thread(provenance.write, self.workspace.db, rows)
+            try:
+                await asyncio.to_thread(provenance.write, self.workspace.db, rows)
+            except Exception as exc:  # the code ran: its result still reaches the model; the log says what was lost
+                log.error("agentstack-lab: could not record provenance of %s (run %s): %s",
+                          ", ".join(r["name"] for r in rows), self.id, exc)
 
     def secrets(self) -> list[str]:
         """Secret values to hide from tool results: secret-looking env vars, configured API keys, the provider's."""
