@@ -222,13 +222,28 @@ class PluginsConfig(_Section):
     disabled: list[str] = Field(default_factory=list)
 
 
+class UndoConfig(_Section):
+    """Undo of what agent code did to the live kernel (``engine/provenance.py``)."""
+
+    # a mentioned mutable value bigger than this is not copied before agent code runs: undo cannot
+    # restore it if changed in place (listed on the approval card); 0 snapshots nothing
+    max_snapshot_bytes: int = Field(256 * 1024 * 1024, ge=0)
+
+
+class EngineConfig(_Section):
+    """The engine's own settings (limits of a run are under ``agents``)."""
+
+    undo: UndoConfig = Field(default_factory=UndoConfig)
+
+
 class Config(_Section):
     """The whole configuration; every section is defaulted.
 
     Every field has an effect somewhere (a section is added with the code that reads it), so a file
     that sets an unknown key is told so instead of being silently ignored. ``drift`` and ``consensus``
     are read by ``tasks/`` and the engine's ``gate.py``; ``monitoring`` by ``monitoring/``; ``hooks``
-    by ``hooks.py``; ``plugins.disabled`` by ``plugins.py`` and the workspace.
+    by ``hooks.py``; ``plugins.disabled`` by ``plugins.py`` and the workspace; ``engine.undo`` by the
+    live executor's journal (set by each run).
     """
 
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
@@ -240,6 +255,7 @@ class Config(_Section):
     monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
 
     _source: Path | None = PrivateAttr(default=None)
 

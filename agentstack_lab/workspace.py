@@ -252,6 +252,15 @@ class Workspace:
 
         return decisions_for(self)
 
+    def provenance(self, name: str | None = None, run_id: str | None = None, *, limit: int | None = None) -> Any:
+        """Which run, agent and tool call created, changed or deleted kernel variables, and the undos: a DataFrame.
+
+        Oldest first; ``name`` and ``run_id`` filter, ``limit`` keeps the newest rows (pandas imported here).
+        """
+        from agentstack_lab.store import provenance
+
+        return provenance.frame(provenance.read(self.db, name=name, run_id=run_id, limit=limit))
+
     def get_provider(self, name: str | None = None, **overrides: Any) -> Provider:
         """The provider ``name`` (default ``providers.default``) built from :attr:`providers` with this config."""
         return self.providers.build(name or self.config.providers.default, config=self.config, **overrides)

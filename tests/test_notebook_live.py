@@ -115,7 +115,7 @@ def test_background_run_is_answered_and_approved_over_comms(workdir):
         final = next(v for v in results if "Final answer" in v)
         assert "<strong>2024</strong>" in final and "<script" not in final and "onerror" not in final
         tools = [fe.models[m] for m in fe.find("agentstack-tool") if fe.models[m].get("titles")]
-        assert [t["titles"] for t in tools] == [["python ✓"]]
+        assert [t["titles"] for t in tools] == [["python ✓ · created answer_year"]]  # the names the call touched
 
         # A second run waits for approval; its Stop button ends it (and nothing it asked to run ran).
         fe.execute("del answer_year\nrun2 = %agent --provider @asking --no-subagents Again?\nrun2")

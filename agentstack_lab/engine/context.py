@@ -4,7 +4,7 @@
 event log, stop and budget handling) implements it; :mod:`~agentstack_lab.engine.steps` and
 :mod:`~agentstack_lab.engine.tools` import only this module, so the three form no import cycle
 and a step cannot reach the run's internals. ``tests/test_engine_context.py`` checks that every
-``ctx.<name>`` the steps and tools use is a member declared here (17 of them).
+``ctx.<name>`` the steps and tools use is a member declared here (18 of them).
 """
 
 from __future__ import annotations
@@ -92,6 +92,10 @@ class AgentContext(Protocol):
 
     def exec_context(self, node: AgentNode, call_id: str | None = None) -> ExecContext:
         """What code ``node`` runs for tool call ``call_id`` gets: ``fork``/``wait``, secrets, provenance ids."""
+        ...
+
+    async def record_changes(self, node: AgentNode, call_id: str | None, changes: list[dict[str, str]]) -> None:
+        """Persist what a python call did to kernel variables (``ExecResult.changes``) as provenance rows."""
         ...
 
     def secrets(self) -> list[str]:

@@ -72,6 +72,7 @@ class ExecResult:
     changed_names: list[str] = field(default_factory=list)  # names created, rebound or changed in place
     deleted_names: list[str] = field(default_factory=list)
     changes: list[dict[str, str]] = field(default_factory=list)  # provenance: name, action, before, after
+    not_snapshotted: list[str] = field(default_factory=list)  # mentioned names too big to copy: undo cannot restore them
     files: dict[str, int] = field(default_factory=dict)  # files the code opened: read, written, modified
 
     @property
@@ -103,7 +104,7 @@ class ExecResult:
         return {"stdout": self.stdout, "stderr": self.stderr, "result": self.result, "resultData": self.result_data,
                 "display": self.display, "error": self.error, "traceback": self.traceback,
                 "changedNames": self.changed_names, "deletedNames": self.deleted_names,
-                "changes": self.changes, "files": self.files}
+                "changes": self.changes, "notSnapshotted": self.not_snapshotted, "files": self.files}
 
 
 @dataclass(kw_only=True)
@@ -131,6 +132,10 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     async def run(self, code: str, *, context: ExecContext | None = None) -> ExecResult:
         """Run ``code`` and return what it printed, displayed, returned and raised."""
+
+    def undo_plan(self, code: str) -> list[str]:
+        """Names ``code`` mentions that are too big to snapshot (undo could not restore them): none here."""
+        return []
 
 
 def make_executor(kind: str | Executor | None) -> Executor:
@@ -251,7 +256,8 @@ class LiveKernelExecutor(Executor):
     name = "live"
     supports_fork = True
 
-    def __init__(self, shell: Any = None, *, namespace: dict[str, Any] | None = None, timeout: float | None = None):
+    def __init__(self, shell: Any = None, *, namespace: dict[str, Any] | None = None, timeout: float | None = None,
+                 journal: Journal | None = None):
         self._shell = shell
         self._namespace = namespace
         self.timeout = timeout
@@ -260,7 +266,8 @@ class LiveKernelExecutor(Executor):
         self._active = 0
         self._saved_names: dict[str, Any] = {}
         self._counter = 0
-        self.journal = Journal(ignore=_INJECTED)   # provenance and undo of what agent code changes
+        # provenance and undo of what agent code changes; a kernel's runs may share one (the notebook does)
+        self.journal = journal if journal is not None else Journal(ignore=_INJECTED)
 
     @property
     def shell(self) -> Any:
@@ -279,6 +286,10 @@ class LiveKernelExecutor(Executor):
     def namespace(self) -> dict[str, Any]:
         shell = self.shell
         return shell.user_ns if shell is not None and self._namespace is None else self._namespace  # type: ignore[return-value]
+
+    def undo_plan(self, code: str) -> list[str]:
+        """Names ``code`` mentions whose values are too big to snapshot (the approval card lists them)."""
+        return self.journal.plan(self.namespace, code)
 
     async def run(self, code: str, *, context: ExecContext | None = None) -> ExecResult:
         """Run ``code`` in a worker thread; stopping the caller interrupts the code."""
@@ -385,10 +396,11 @@ class LiveKernelExecutor(Executor):
         res.stderr = _truncate(captured.stderr.getvalue(), hidden)
         res.files = dict(captured.files)
         changes = self.journal.finish(pending, ns, run_id=context.run_id, agent_id=context.agent_id,
-                                      call_id=context.call_id)
+                                      call_id=context.call_id, secrets=hidden)
         res.changed_names = [c.name for c in changes if c.action != "deleted"]
         res.deleted_names = [c.name for c in changes if c.action == "deleted"]
         res.changes = [{"name": c.name, "action": c.action, "before": c.before, "after": c.after} for c in changes]
+        res.not_snapshotted = list(pending.too_big)
         return res
 
 

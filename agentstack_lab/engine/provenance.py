@@ -11,32 +11,37 @@ Copy cost measured here: a 1M-cell DataFrame ~4 ms, an 8 MB array ~1 ms.
 
 ``finish`` compares the namespace with the copy: names created, rebound or changed in place (by
 identity or by :func:`~agentstack_lab.engine.capture.fingerprint`) and deleted. Each change is a
-:class:`Change` with a small summary of the value before and after (type and shape or length, never
-the value itself: values may hold secrets). Changes are persisted as ``provenance`` rows by the run
-(any process can list them); the restorable objects stay in this process, in the journal.
+:class:`Change` with a small summary of the value before and after (type and shape or length; a
+repr only of scalars and short strings, after redacting known secrets, and never for names that
+look secret like ``api_key``). Changes are persisted as ``provenance`` rows by the run (any process
+can list them, ``store/provenance.py``); the restorable objects stay in this process, in the journal.
 
 :meth:`Journal.undo` restores a run's changes newest first — created names removed, changed names
-restored, deleted names returned — and refuses, changing nothing, when any of those names was
+restored, deleted names returned (one ``removed``/``restored`` change per name) — and refuses, changing nothing, when any of those names was
 changed since by someone else (the user, or a later run): it names them.
 """
 
 from __future__ import annotations
 
 import copy
+import reprlib
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentstack_lab.engine.capture import fingerprint, mentioned_names
+from agentstack_lab.engine.redaction import SECRET_HINTS, redact
 from agentstack_lab.errors import AgentstackError
 
 __all__ = ["Change", "Journal", "Pending", "UndoRefusedError", "summarise", "DEFAULT_UNDO_MAX_BYTES"]
 
 DEFAULT_UNDO_MAX_BYTES = 256 * 1024 * 1024
-Action = Literal["created", "changed", "deleted"]
+Action = Literal["created", "changed", "deleted", "restored", "removed"]
+_SCALARS = (int, float, complex, bool, type(None))
+_REPR_CHARS = 40  # a repr longer than this is cut (after redaction, so no partial secret survives)
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range)
 _MISSING = object()
 
@@ -45,17 +50,43 @@ class UndoRefusedError(AgentstackError):
     """Undo would overwrite a change made since (names them), or has nothing it can restore."""
 
 
-def summarise(value: Any) -> str:
-    """A short, value-free description: ``DataFrame (3, 2)``, ``list[4]``, ``int``."""
+def summarise(value: Any, secrets: Sequence[str] = (), name: str = "") -> str:
+    """A short description: ``DataFrame (3, 2) [x, y]``, ``list[4]``, ``int = 42``, ``str[5] = 'hello'``.
+
+    Scalars and ``str`` values get a small repr, with ``secrets`` redacted before it is cut; a ``name``
+    that looks secret (``api_key``, ``token``) gets none. Column names are redacted too.
+    """
     if value is _MISSING:
         return ""
     kind = type(value).__name__
     shape = getattr(value, "shape", None)
     if isinstance(shape, tuple):
-        return f"{kind} {shape}"
-    if isinstance(value, str | bytes | list | dict | set | tuple | frozenset):
+        text = f"{kind} {shape}"
+        columns = getattr(value, "columns", None)
+        if columns is not None and hasattr(columns, "__len__"):
+            shown = [str(c) for c in list(columns)[:6]]
+            text += " [" + ", ".join(shown) + (", …" if len(columns) > 6 else "") + "]"
+        return redact(text, secrets)
+    secret_name = any(h in name.upper() for h in SECRET_HINTS)
+    if isinstance(value, str) and not secret_name:
+        return f"{kind}[{len(value)}] = {_short(redact(value, secrets))}"  # redacted whole, then cut
+    if isinstance(value, str | bytes | list | dict | set | tuple | frozenset):  # bytes: not redactable, no repr
         return f"{kind}[{len(value)}]"
+    if isinstance(value, _SCALARS) and not secret_name:
+        return redact(f"{kind} = {_short(value)}", secrets)
     return kind
+
+
+_summarise = summarise  # Journal.finish shadows the name with its secrets bound
+
+
+def _short(value: Any) -> str:
+    r = reprlib.Repr()
+    r.maxstring = r.maxother = r.maxlong = _REPR_CHARS
+    try:
+        return r.repr(value)
+    except Exception:  # noqa: BLE001 - a broken __repr__ gives no repr
+        return "?"
 
 
 def _size(value: Any) -> int:
@@ -119,7 +150,8 @@ class Journal:
     """The undo records of one live executor, plus an optional sink that persists each change."""
 
     def __init__(self, *, max_bytes: int = DEFAULT_UNDO_MAX_BYTES,
-                 sink: Callable[[dict[str, Any]], None] | None = None, ignore: tuple[str, ...] = ()):
+                 sink: Callable[[dict[str, Any]], None] | None = None,
+                 ignore: tuple[str, ...] = ("fork", "wait")):  # the live executor's injected helpers
         self.max_bytes = max_bytes
         self.sink = sink
         self.ignore = frozenset(ignore)
@@ -154,9 +186,16 @@ class Journal:
         return Pending(before=dict(ns), prints=prints, copies=copies, too_big=sorted(too_big))
 
     def finish(self, pending: Pending, ns: dict[str, Any], *, run_id: str | None = None,
-               agent_id: str | None = None, call_id: str | None = None) -> list[Change]:
-        """Record what changed since :meth:`begin`; returns the changes (also sent to the sink)."""
+               agent_id: str | None = None, call_id: str | None = None, secrets: Sequence[str] = ()) -> list[Change]:
+        """Record what changed since :meth:`begin`; returns the changes (also sent to the sink).
+
+        ``secrets`` are redacted from the summaries (see :func:`summarise`).
+        """
         before = pending.before
+
+        def summarise(value: Any, name: str) -> str:
+            return _summarise(value, secrets, name)
+
         changes: list[Change] = []
         restore: dict[str, Any] = {}
         after: dict[str, tuple[Any, Any]] = {}
@@ -165,14 +204,15 @@ class Journal:
                 continue
             old = before.get(name, _MISSING)
             if old is _MISSING:
-                changes.append(Change(name=name, action="created", before="", after=summarise(value)))
+                changes.append(Change(name=name, action="created", before="", after=summarise(value, name)))
                 restore[name] = _MISSING
             elif old is not value:
-                changes.append(Change(name=name, action="changed", before=summarise(old), after=summarise(value)))
+                changes.append(Change(name=name, action="changed", before=summarise(old, name),
+                                      after=summarise(value, name)))
                 restore[name] = old
             elif name in pending.prints and pending.prints[name] is not None and fingerprint(value) != pending.prints[name]:
-                changes.append(Change(name=name, action="changed", before=summarise(pending.copies.get(name, value)),
-                                      after=summarise(value)))
+                changes.append(Change(name=name, action="changed", before=summarise(pending.copies.get(name, value), name),
+                                      after=summarise(value, name)))
                 if name in pending.copies:   # too big to copy: recorded, but undo will refuse it
                     restore[name] = pending.copies[name]
             else:
@@ -180,11 +220,11 @@ class Journal:
             after[name] = (value, fingerprint(value))
         for name, old in before.items():
             if self._tracked(name) and name not in ns:
-                changes.append(Change(name=name, action="deleted", before=summarise(old), after=""))
+                changes.append(Change(name=name, action="deleted", before=summarise(old, name), after=""))
                 restore[name] = old
                 after[name] = (_MISSING, None)
         record = _Record(run_id=run_id, agent_id=agent_id, call_id=call_id, changes=changes, restore=restore,
-                         after=after, too_big=[c.name for c in changes if c.name in pending.too_big])
+                         after=after, too_big=[c.name for c in changes if c.name not in restore])
         with self._lock:
             self._records.append(record)
         if self.sink is not None and changes:
@@ -198,12 +238,24 @@ class Journal:
         with self._lock:
             return [c for r in self._records if run_id is None or r.run_id == run_id for c in r.changes]
 
-    def undo(self, ns: dict[str, Any], run_id: str) -> list[Change]:
-        """Restore every name ``run_id`` touched; refuse (changing nothing) if any was changed since."""
+    def runs(self, *, undone: bool = False) -> list[str]:
+        """Run ids with recorded changes in this process, oldest first (``undone``: also those undone)."""
+        with self._lock:
+            return list(dict.fromkeys(r.run_id for r in self._records
+                                      if r.changes and r.run_id and (undone or not r.undone)))
+
+    def undo(self, ns: dict[str, Any], run_id: str, *, secrets: Sequence[str] = ()) -> list[Change]:
+        """Restore every name ``run_id`` touched; refuse (changing nothing) if any was changed since.
+
+        Returns one change per name: ``removed`` (the run created it) or ``restored`` (the run changed
+        or deleted it), ``before`` the value undo replaced, ``after`` the value it put back.
+        """
         with self._lock:
             records = [r for r in self._records if r.run_id == run_id and not r.undone and r.changes]
             if not records:
-                raise UndoRefusedError(f"run {run_id} changed no kernel variables in this kernel (or was undone)")
+                done = any(r.run_id == run_id and r.undone for r in self._records)
+                raise UndoRefusedError(f"run {run_id} was already undone" if done else
+                                       f"run {run_id} changed no kernel variables in this kernel")
             later = [r for r in self._records if r.at > records[-1].at and r.run_id != run_id and not r.undone]
             # the state this run left each name in: the last record of the run that touched it
             final: dict[str, tuple[Any, Any]] = {}
@@ -217,19 +269,24 @@ class Journal:
             if blocked:
                 raise UndoRefusedError(f"cannot undo run {run_id}: {', '.join(blocked)} changed since the run "
                                        "(undo would lose that change); nothing was restored")
-            unrestorable = sorted({n for r in records for n in r.too_big} | {
-                c.name for r in records for c in r.changes if c.name not in r.restore})
+            unrestorable = sorted({n for r in records for n in r.too_big})
             if unrestorable:
                 raise UndoRefusedError(f"cannot undo run {run_id}: {', '.join(unrestorable)} were too big to "
-                                       "snapshot before the run; nothing was restored")
-            undone: list[Change] = []
+                                       "snapshot before the run (changed in place); nothing was restored")
+            first: dict[str, Any] = {}   # name -> what it held before the run's first change to it
             for r in reversed(records):
                 for c in reversed(r.changes):
-                    value = r.restore[c.name]
-                    if value is _MISSING:
-                        ns.pop(c.name, None)
-                    else:
-                        ns[c.name] = value
-                    undone.append(c)
+                    first[c.name] = r.restore[c.name]
+            undone: list[Change] = []
+            for name, value in first.items():
+                current = _summarise(ns.get(name, _MISSING), secrets, name)
+                if value is _MISSING:
+                    ns.pop(name, None)
+                    undone.append(Change(name=name, action="removed", before=current, after=""))
+                else:
+                    ns[name] = value
+                    undone.append(Change(name=name, action="restored", before=current,
+                                         after=_summarise(value, secrets, name)))
+            for r in records:
                 r.undone = True
             return undone

@@ -79,6 +79,9 @@ class AgentRun(InboundMixin, LifecycleMixin):
         self.model = model
         self.provider = self._resolve_provider(provider, workspace, model)
         self.executor = make_executor(executor if executor is not None else self.options.executor)
+        journal = getattr(self.executor, "journal", None)
+        if journal is not None:  # the live kernel's undo snapshots are bounded by the workspace's config
+            journal.max_bytes = config.engine.undo.max_snapshot_bytes
         self.prompt = prompt
         self.agent_type = agent_type
         self.origin = origin or default_origin()
@@ -202,6 +205,21 @@ class AgentRun(InboundMixin, LifecycleMixin):
             unsubscribe()
             if not self._task.done():
                 self.stop(reason="the event consumer went away")
+
+    def provenance(self) -> Any:
+        """What this run did to kernel variables (and what undoing it put back), as a pandas DataFrame."""
+        return self.workspace.provenance(run_id=self.id)
+
+    def undo(self) -> list[Any]:
+        """Put back the kernel variables this run created, changed or deleted (see ``engine/provenance.py``).
+
+        Raises:
+            UndoRefusedError: A name was changed since (named), was too big to snapshot, or the run
+                was undone already; nothing was restored.
+        """
+        from agentstack_lab.engine.history import undo_run
+
+        return undo_run(self.executor, self.workspace.db, self.id, secrets=self.secrets())
 
     def subscribe(self, callback: Callable[[OutboundEvent], Any], replay: bool = True) -> Callable[[], None]:
         """Call ``callback(event)`` for every outbound event, in order; returns an unsubscribe function."""
@@ -347,6 +365,19 @@ class AgentRun(InboundMixin, LifecycleMixin):
         return ExecContext(agent_id=node.id, run_id=self.id, call_id=call_id, secrets=tuple(self.secrets()),
                            fork=fork_from_thread(loop, lambda prompt, kind: self.spawn_child(node, prompt, kind).id),
                            wait=wait_from_thread(loop, self.nodes))
+
+    async def record_changes(self, node: AgentNode, call_id: str | None, changes: list[dict[str, str]]) -> None:
+        """Persist the kernel variables a python call of ``node`` touched as ``provenance`` rows."""
+        if changes:
+            from agentstack_lab.engine.history import change_rows
+            from agentstack_lab.store import provenance
+
+            rows = change_rows(changes, run_id=self.id, agent_id=node.id, call_id=call_id, secrets=self.secrets())
+            try:
+                await asyncio.to_thread(provenance.write, self.workspace.db, rows)
+            except Exception as exc:  # the code ran: its result still reaches the model; the log says what was lost
+                log.error("agentstack-lab: could not record provenance of %s (run %s): %s",
+                          ", ".join(r["name"] for r in rows), self.id, exc)
 
     def secrets(self) -> list[str]:
         """Secret values to hide from tool results: secret-looking env vars, configured API keys, the provider's."""

@@ -113,8 +113,11 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
         return None, "python: input needs a non-empty 'code' string"
     edited = False
     if not ctx.options.auto_approve:
-        answer = await ctx.ask(node, "approval", "Run this Python code?",
-                               {"code": redact(code, hidden), "toolUseId": call.id},
+        details: dict[str, Any] = {"code": redact(code, hidden), "toolUseId": call.id}
+        too_big = ctx.executor.undo_plan(code)
+        if too_big:  # the card says so before the person approves: undo could not restore these
+            details["notSnapshotted"] = too_big
+        answer = await ctx.ask(node, "approval", "Run this Python code?", details,
                                validate=lambda r: parse_approval(r, code))
         approved, new_code = parse_approval(answer, code)
         if not approved:
@@ -125,6 +128,7 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
     result = await ctx.executor.run(code, context=ctx.exec_context(node, call.id))
     if ctx.monitor is not None:
         ctx.monitor.files(node, result.files)
+    await ctx.record_changes(node, call.id, result.changes)
     out = redact(result.to_dict(), hidden)
     prefix = "(The user edited the code before it ran.)\n" if edited else ""
     out["text"] = prefix + result.to_text(MODEL_LIMIT, hidden)  # redacted, then cut: no half key survives

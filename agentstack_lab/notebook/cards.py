@@ -7,7 +7,8 @@ by the tree when the query is no longer pending (answered here, or from another 
 Questions: a one-line answer box (Enter sends, as ``ipywidgets.Text`` reports it) plus Send and the
 offered choices; an empty answer is refused in the card. Approvals say how many lines will run and
 where (your live kernel, which can change your variables, or an isolated subprocess); code longer
-than 12 lines shows its first 12 and a "Show all N lines" control; long lines scroll sideways.
+than 12 lines shows its first 12 and a "Show all N lines" control; long lines scroll sideways. Names
+too big to snapshot for undo (``notSnapshotted``, see ``engine/provenance.py``) are listed above the code.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from agentstack_lab.events import UserQuery
 from agentstack_lab.notebook.render import CODE_PREVIEW_LINES, code_box, markdown, where_code_runs
 from agentstack_lab.notebook.sanitize import escape
 
-__all__ = ["QueryCard", "QUERY_LABELS", "GENERIC_APPROVAL_PROMPTS"]
+__all__ = ["QueryCard", "QUERY_LABELS", "GENERIC_APPROVAL_PROMPTS", "undo_note"]
 
 QUERY_LABELS = {"clarification": "The agent asks:", "blocking": "Before it starts, the agent needs to know:",
                 "final": "One more question:"}
@@ -38,6 +39,16 @@ def approval_heading(agent_type: str, tool: str, code: str, prompt: str, executo
     if prompt.strip() and prompt.strip() not in GENERIC_APPROVAL_PROMPTS:
         heading += markdown(prompt)
     return heading
+
+
+def undo_note(names: Any) -> str:
+    """The warning that undo could not restore ``names`` (too big to snapshot before the code runs), or ``""``."""
+    if not names or not isinstance(names, list):
+        return ""
+    shown = ", ".join(f"<code>{escape(str(n))}</code>" for n in names)
+    return (f'<div class="agentstack-undo-note">⚠ too big to snapshot: {shown}; undo cannot restore '
+            f'{"it" if len(names) == 1 else "them"} if this code changes {"it" if len(names) == 1 else "them"}'
+            "</div>")
 
 
 class QueryCard:
@@ -63,7 +74,8 @@ class QueryCard:
         self.code = code
         lines = len(code.splitlines()) or 1
         long = lines > CODE_PREVIEW_LINES
-        self.heading = W.HTML(approval_heading(agent_type, tool, code, q.prompt, executor))
+        self.heading = W.HTML(approval_heading(agent_type, tool, code, q.prompt, executor)
+                              + undo_note(q.options.get("notSnapshotted")))
         self.viewer = W.HTML(code_box(code, clamped=long), layout=W.Layout(width="auto", margin="2px 0"))
         self.viewer.add_class("agentstack-code-view")
         self.expand = W.Button(description=f"Show all {lines} lines", tooltip="show the whole code",

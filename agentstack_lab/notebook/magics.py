@@ -1,4 +1,4 @@
-"""IPython extension: ``%agent`` / ``%%agent`` and ``%memory`` / ``%%memory``.
+"""IPython extension: ``%agent`` / ``%%agent``, ``%memory`` / ``%%memory``, ``%agent_history``, ``%agent_undo``.
 
 The magics are thin: parse the line into a typed object (:mod:`.args`), then call a plain
 function (:func:`start_agent`, :func:`agentstack_lab.notebook.memory_magic.run_memory`).
@@ -155,9 +155,12 @@ def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -
     except AgentstackError as exc:  # empty, ended: one line
         raise _usage(exc) from None
     _install_run_helpers(AgentRun, shell)
+    from agentstack_lab.notebook.provenance_magic import live_executor
+
+    executor = live_executor(shell)  # the kernel's runs share one undo journal if options.executor == "live" and shell is not None else None
     try:
         return AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type,
-                        options=options, model=args.model, session_id=session_id)
+                        options=options, model=args.model, session_id=session_id, executor=executor)
     except AgentstackError as exc:  # e.g. a retired --identity: one line, not a traceback
         raise _usage(exc) from None
 
@@ -576,7 +579,9 @@ class AgentstackMagics(Magics):
 def load_ipython_extension(ipython: Any) -> None:
     """Register the magics, the ``--wait`` transformer and the ``AgentRun`` display hook."""
     if "AgentstackMagics" not in ipython.magics_manager.registry:
-        ipython.register_magics(AgentstackMagics)
+        from agentstack_lab.notebook.provenance_magic import ProvenanceMagics
+
+        ipython.register_magics(AgentstackMagics, ProvenanceMagics)
     if magic_call_transformer not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(magic_call_transformer)
     if await_transformer not in ipython.input_transformers_post:

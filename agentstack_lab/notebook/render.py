@@ -108,14 +108,29 @@ def source_label(source: Any) -> str:
 
 
 def tool_title(call: ToolCallState, by: str | None = None) -> str:
-    """``python ✓ · edited by you``: the tool, its outcome and the person's decision."""
+    """``python ✓ · edited by you · created a · changed df``: the tool, its outcome, the decision, the names touched."""
     mark = "…" if not call.done else ("✗" if call.error else "✓")
     decision = call.decision
     if decision == "rejected":
         return f"{call.tool} · rejected {by or 'by you'}"
+    touched = touched_names(call.output)
     if decision == "edited":
-        return f"{call.tool} {mark} · edited {by or 'by you'}"
-    return f"{call.tool} {mark}"
+        return f"{call.tool} {mark} · edited {by or 'by you'}" + touched
+    return f"{call.tool} {mark}" + touched
+
+
+def touched_names(output: Any, limit: int = 6) -> str:
+    """`` · created a · changed df · deleted b`` from a python result's ``changes`` (at most ``limit`` names each)."""
+    changes = output.get("changes") if isinstance(output, dict) else None
+    if not isinstance(changes, list):
+        return ""
+    parts = []
+    for action in ("created", "changed", "deleted"):
+        names = [str(c.get("name")) for c in changes if isinstance(c, dict) and c.get("action") == action]
+        if names:
+            more = f" +{len(names) - limit}" if len(names) > limit else ""
+            parts.append(f" · {action} {', '.join(names[:limit])}{more}")
+    return "".join(parts)
 
 
 def tool_body(call: ToolCallState) -> str:

@@ -565,3 +565,27 @@ def monitoring_phase_changes(conn: Any) -> None:
             created_at REAL NOT NULL
         )""")
     conn.execute("CREATE INDEX monitor_phase_changes_phase ON monitor_phase_changes(phase, created_at)")
+
+
+@migration
+def engine_provenance(conn: Any) -> None:
+    """Which run, agent and tool call created, changed or deleted which kernel variable (``store/provenance.py``).
+
+    One row per name and python tool call (``created``/``changed``/``deleted``), and one per name an
+    undo put back (``restored``/``removed``). ``before``/``after`` are short, redacted summaries
+    (type, shape or length, a small repr of scalars), never the value: values may hold secrets.
+    """
+    conn.execute("""
+        CREATE TABLE provenance (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            agent_id TEXT,
+            call_id TEXT,
+            name TEXT NOT NULL,
+            action TEXT NOT NULL CHECK (action IN ('created', 'changed', 'deleted', 'restored', 'removed')),
+            before TEXT NOT NULL DEFAULT '',
+            after TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL
+        )""")
+    conn.execute("CREATE INDEX provenance_name ON provenance(name, id)")
+    conn.execute("CREATE INDEX provenance_run ON provenance(run_id, id)")
