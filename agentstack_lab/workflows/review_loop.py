@@ -116,7 +116,8 @@ class _RoleScript:
         prompt = meta.get("prompt") or ""
         if self.role == "coder":  # offline coder: hands back the code it was given, unchanged
             body = prompt.rpartition("\n```\n")[0]
-            return body[max(body.rfind("```python\n"), body.rfind("```diff\n")):].partition("\n")[2] + "\n"
+            starts = (body.rfind(f"```{lang}\n") for lang in ("python", "diff", "markdown"))
+            return body[max(starts):].partition("\n")[2] + "\n"
         listed = [ln[2:].strip() for ln in prompt.partition("Static check findings:\n")[2].split("\n\n")[0]
                   .splitlines() if ln.startswith("- ")]
         summary = (f"{_OFFLINE} Reviewed {len(listed)} item(s). Most important: {'; '.join(listed[:3])}."
@@ -146,7 +147,7 @@ def _options(timeout_s: float | None) -> Any:
 
 
 def _fence(code: str, kind: str) -> str:
-    lang = "diff" if kind == "diff" else "python"
+    lang = {"diff": "diff", "docs": "markdown"}.get(kind, "python")
     return f"```{lang}\n{code.rstrip(chr(10))}\n```"
 
 
@@ -189,8 +190,8 @@ async def ask_reviewer(ws: Workspace, code: str, *, kind: str = "code", path: st
                        agent_type: str = "reviewer", timeout_s: float | None = 300.0) -> ReviewOutcome:
     """Ask a reviewer agent for a verdict on ``code`` (one review: the workflows' gate).
 
-    ``context`` (e.g. the static checks' findings as ``- `` lines under ``Static check findings:``) is
-    shown to the reviewer. A reply that is not a valid verdict raises
+    ``kind`` is ``code``, ``diff`` or ``docs``. ``context`` (e.g. the static checks' findings as ``- ``
+    lines under ``Static check findings:``) is shown to the reviewer. A reply that is not a valid verdict raises
     :class:`~agentstack_lab.workflows.verdict.VerdictError`; a reviewer run that fails raises
     :class:`ReviewLoopError`. Neither is ever a PASS.
     """
@@ -202,7 +203,8 @@ async def ask_reviewer(ws: Workspace, code: str, *, kind: str = "code", path: st
 async def _review(ws: Workspace, code: str, reviewer: Any, name: str, *, kind: str, path: str | None,
                   context: str, agent_type: str, timeout_s: float | None) -> ReviewOutcome:
     where = f" ({path})" if path else ""
-    prompt = (f"You are an adversarial reviewer. Review this {'diff' if kind == 'diff' else 'code'}{where} and "
+    what = {"diff": "diff", "docs": "documentation"}.get(kind, "code")
+    prompt = (f"You are an adversarial reviewer. Review this {what}{where} and "
               f"decide whether it may be merged.\n{verdict_instructions()}\n\n"
               + (f"{context.strip()}\n\n" if context.strip() else "") + _fence(code, kind) + "\n")
     text, run_id = await _agent(ws, prompt, reviewer, agent_type, timeout_s, "reviewer")
