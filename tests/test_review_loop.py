@@ -215,3 +215,35 @@ async def test_ask_reviewer_offline_passes_and_says_no_model_reviewed(ws):
 def test_loops_from_a_workspace_opened_by_path(workdir):
     with Workspace.open(workdir, announce=False) as w:
         assert ReviewLoops(w).list() == []
+
+
+def _cli(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agentstack_lab.cli", "review", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_cli_review_run_exit_codes_and_reads(workdir):
+    (workdir / "calc.py").write_text(BUGGY)
+    (workdir / "loop.json").write_text(json.dumps({"verdicts": [FAIL, PASS], "revisions": [FIXED]}))
+    (workdir / "always.json").write_text(json.dumps({"verdicts": [FAIL]}))
+    ok = _cli("run", "calc.py", "--script", "loop.json", "--json", cwd=workdir)
+    assert ok.returncode == 0, ok.stderr
+    out = json.loads(ok.stdout)
+    assert (out["status"], out["iteration"], out["issues"][0]["claim"]) == ("passed", 2, "total() divides by len(xs)")
+    failed = _cli("run", "calc.py", "--script", "always.json", "-n", "2", cwd=workdir)
+    assert failed.returncode == 1 and "FAILED after 2 of 2 review(s)" in failed.stdout
+    loop_id = out["id"]
+    assert _cli("code", loop_id[:8], cwd=workdir).stdout == FIXED
+    status = _cli("status", loop_id, cwd=workdir).stdout
+    assert "passed" in status and "1. FAIL: 1 finding(s)" in status and "2. PASS" in status
+    issues = json.loads(_cli("issues", loop_id, "--json", cwd=workdir).stdout)
+    assert [(i["iteration"], i["line"]) for i in issues] == [(1, 2)]
+    listed = json.loads(_cli("list", "--json", cwd=workdir).stdout)
+    assert [s["status"] for s in listed] == ["failed", "passed"]
+    for args, message in [(("abort", loop_id), "has already ended (passed)"),
+                          (("status", "zzzz9999"), "no review loop 'zzzz9999'"),
+                          (("run", "missing.py"), "no such file: missing.py"),
+                          (("list", "--status", "done"), "unknown review loop status 'done'")]:
+        bad = _cli(*args, cwd=workdir)
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, (args, bad.stderr)
