@@ -14,7 +14,18 @@ from pathlib import Path
 
 import typer
 
-from agentstack_lab.cli import agent, config, decisions, memory, review, session, system, tasks, worker, workflow
+from agentstack_lab.cli import (
+    agent,
+    config,
+    decisions,
+    memory,
+    review,
+    session,
+    system,
+    tasks,
+    worker,
+    workflow,
+)
 from agentstack_lab.cli.common import HandledGroup, configure_logging
 from agentstack_lab.cli.mcp import mcp
 from agentstack_lab.cli.metrics import metrics
