@@ -188,6 +188,10 @@ def test_bad_input_is_refused_before_anything_is_written(ws):
         loops.start(BUGGY, reviewer_type="critic")
     with pytest.raises(UsageError, match="needs provider 'scripted'"):
         loops.start(BUGGY, provider="anthropic", script={"verdicts": [PASS]})
+    with pytest.raises(Exception, match="ANTHROPIC_API_KEY"):  # a missing key fails before a row is written
+        loops.start(BUGGY, provider="anthropic")
+    with pytest.raises(Exception, match="unknown provider 'nope'"):
+        loops.start(BUGGY, provider="nope")
     with pytest.raises(NotFoundError, match="no review loop 'abcd1234'"):
         loops.status("abcd1234")
     assert loops.list() == []

@@ -135,7 +135,7 @@ def _providers(provider: Any, script: ReviewScript | None) -> tuple[Any, Any, st
             raise UsageError(f"a review script needs provider 'scripted', got {provider!r}")
         return (ScriptedProvider(_RoleScript(script.verdicts if script else None, "reviewer")),
                 ScriptedProvider(_RoleScript(script.revisions if script else None, "coder")), "scripted")
-    name = provider if isinstance(provider, str) else getattr(provider, "name", type(provider).__name__)
+    name = provider if isinstance(provider, str) else str(getattr(provider, "name", type(provider).__name__))
     return provider, provider, name
 
 
@@ -287,6 +287,10 @@ class ReviewLoops:
         for agent_type in (reviewer_type, coder_type):
             self.ws.agent_types.get(agent_type)  # unknown type: a clear error before anything starts
         script = ReviewScript.coerce(script)
+        if script is not None and provider not in (None, "scripted"):
+            raise UsageError(f"a review script needs provider 'scripted', got {provider!r}")
+        if isinstance(provider, str) and provider != "scripted":
+            provider = self.ws.get_provider(provider)  # unknown name or missing key: a clear error, no row
         reviewer, coder, name = _providers(provider, script)
         asyncio.get_running_loop()  # a clear RuntimeError before a row is written
         loop_id = str(uuid.uuid4())
