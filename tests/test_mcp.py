@@ -29,6 +29,8 @@ EXPECTED_TOOLS = {
     "task_create", "task_assign", "task_complete", "task_list", "task_get", "task_get_relationships",
     "task_check_drift", "task_drift_metrics",
     "consensus_check", "consensus_list_pending", "consensus_get", "consensus_approve", "consensus_reject",
+    "review_loop_start", "review_loop_status", "review_loop_abort", "review_loop_issues", "review_loop_list",
+    "review_loop_get_code",
 }
 
 

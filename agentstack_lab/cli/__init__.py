@@ -1,6 +1,6 @@
 """The ``agentstack-lab`` command line: one root app, one module per command group.
 
-Groups: ``memory``, ``session``, ``config``, ``agent``, ``decisions``, ``workflow``, plus the ``mcp`` command.
+Groups: ``memory``, ``session``, ``config``, ``agent``, ``decisions``, ``review``, ``workflow``, plus the ``mcp`` command.
 Shared behaviour (opening the workspace, the exit-code policy, one-line errors, JSON and tables)
 lives in the public :mod:`agentstack_lab.cli.common`; a group module imports only from there and
 from the layers below, never from another group. Exit codes: 0 success, 1 a check failed, 2 the
@@ -14,7 +14,18 @@ from pathlib import Path
 
 import typer
 
-from agentstack_lab.cli import agent, config, decisions, memory, session, system, tasks, worker, workflow
+from agentstack_lab.cli import (
+    agent,
+    config,
+    decisions,
+    memory,
+    review,
+    session,
+    system,
+    tasks,
+    worker,
+    workflow,
+)
 from agentstack_lab.cli.common import HandledGroup, configure_logging
 from agentstack_lab.cli.mcp import mcp
 from agentstack_lab.cli.metrics import metrics
@@ -29,6 +40,7 @@ app.add_typer(config.app, name="config")
 app.add_typer(workflow.app, name="workflow")
 app.add_typer(agent.app, name="agent")
 app.add_typer(decisions.app, name="decisions")
+app.add_typer(review.app, name="review")
 app.add_typer(tasks.app, name="task")
 app.add_typer(worker.queue_app, name="queue")
 app.command("worker")(worker.worker)

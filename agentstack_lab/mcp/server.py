@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import AgentstackError, message
 from agentstack_lab.mcp.tools import TOOL_NAMES, Toolbox
+from agentstack_lab.mcp.tools_review import REVIEW_TOOL_NAMES, ReviewTools
 from agentstack_lab.mcp.tools_tasks import TASK_TOOL_NAMES, TaskTools
 
 if TYPE_CHECKING:
@@ -41,7 +42,9 @@ INSTRUCTIONS = (
     "session_start returned (once) to use a session's private namespace; keep the token to yourself. "
     "task_* create, assign, complete and relate tasks (every agent of a run is one); task_check_drift and "
     "task_drift_metrics report drift detection; consensus_* list and decide the checkpoints risky subtasks "
-    "wait on (approve, reject, or reject some subtasks by id).")
+    "wait on (approve, reject, or reject some subtasks by id). review_loop_* run an adversarial review loop: a "
+    "reviewer agent's PASS/FAIL verdict decides and a coder agent revises, up to max_iterations; status, issues "
+    "and the current code are read from the database.")
 
 
 def _guard(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -101,12 +104,14 @@ def build_server(workspace: Workspace) -> Any:
     from agentstack_lab import __version__
 
     toolbox = Toolbox(workspace)
+    review_tools = ReviewTools(workspace)
 
     @contextlib.asynccontextmanager
     async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
         try:
             yield {"toolbox": toolbox}
         finally:
+            await review_tools.shutdown()
             await _stop_runs(toolbox)
 
     server = _server_class()(name="agentstack-lab", version=__version__, instructions=INSTRUCTIONS,
@@ -116,6 +121,8 @@ def build_server(workspace: Workspace) -> Any:
     task_tools = TaskTools(workspace)
     for name in TASK_TOOL_NAMES:
         server.add_tool(_guard(name, getattr(task_tools, name)), name=name)
+    for name in REVIEW_TOOL_NAMES:
+        server.add_tool(_guard(name, getattr(review_tools, name)), name=name)
     server.toolbox = toolbox
     return server
 

@@ -589,3 +589,49 @@ def engine_provenance(conn: Any) -> None:
         )""")
     conn.execute("CREATE INDEX provenance_name ON provenance(name, id)")
     conn.execute("CREATE INDEX provenance_run ON provenance(run_id, id)")
+
+
+@migration
+def workflows_review_loops(conn: Any) -> None:
+    """Adversarial review loops (seed §3.2 review-loop tools; ``workflows/review_loop.py``).
+
+    ``review_loops``: one row per loop with its current code, status and last verdict, so
+    ``review_loop_status|list|get_code`` work from any process; ``abort_requested`` is how another
+    process stops a running loop (its owner polls it). ``review_loop_reviews``: one row per
+    iteration with the code the reviewer saw, its verdict and findings (JSON), and the agent runs.
+    Times are unix seconds.
+    """
+    conn.execute("""
+        CREATE TABLE review_loops (
+            id TEXT PRIMARY KEY,
+            status TEXT NOT NULL DEFAULT 'running'
+                CHECK (status IN ('running', 'passed', 'failed', 'aborted', 'error')),
+            kind TEXT NOT NULL CHECK (kind IN ('code', 'diff')),
+            path TEXT,
+            original TEXT NOT NULL,
+            code TEXT NOT NULL,
+            max_iterations INTEGER NOT NULL CHECK (max_iterations >= 1),
+            iteration INTEGER NOT NULL DEFAULT 0,
+            verdict TEXT CHECK (verdict IN ('PASS', 'FAIL')),
+            error TEXT,
+            provider TEXT,
+            abort_requested INTEGER NOT NULL DEFAULT 0,
+            owner_pid INTEGER,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            finished_at REAL
+        )""")
+    conn.execute("CREATE INDEX review_loops_status ON review_loops(status, created_at)")
+    conn.execute("""
+        CREATE TABLE review_loop_reviews (
+            loop_id TEXT NOT NULL REFERENCES review_loops(id) ON DELETE CASCADE,
+            iteration INTEGER NOT NULL,
+            code TEXT NOT NULL,
+            verdict TEXT NOT NULL CHECK (verdict IN ('PASS', 'FAIL')),
+            summary TEXT NOT NULL DEFAULT '',
+            findings TEXT NOT NULL DEFAULT '[]',
+            reviewer_run_id TEXT,
+            coder_run_id TEXT,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (loop_id, iteration)
+        )""")

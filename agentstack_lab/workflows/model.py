@@ -225,11 +225,33 @@ class WorkflowReport:
             return "high"
         return "medium"
 
+    @property
+    def decision(self) -> dict[str, Any] | None:
+        """Which gates of the last adversarial pass decided the verdict (``None`` when it recorded none).
+
+        ``decidedBy`` lists the gates that FAILed when the verdict is FAIL, every gate when it is PASS
+        (they all passed), and is empty on ERROR. ``reviewer`` is the reviewer agent's verdict and findings.
+        """
+        last = next((r for r in reversed(self.phases) if r.phase == "adversarial"), None)
+        gates = dict(last.artifacts.get("gates") or {}) if last else {}
+        if not gates:
+            return None
+        if self.verdict == "FAIL":
+            decided = [g for g, v in gates.items() if v == "FAIL"]
+        else:
+            decided = list(gates) if self.verdict == "PASS" else []
+        out: dict[str, Any] = {"decidedBy": decided, "gates": gates}
+        agent = last.artifacts.get("agent") if last else None
+        if isinstance(agent, dict) and "verdict" in agent:
+            out["reviewer"] = {k: agent[k] for k in ("verdict", "summary", "findings", "provider", "offline")
+                               if k in agent}
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         by_severity = dict.fromkeys(SEVERITIES, 0)
         for finding in self.findings:
             by_severity[finding.severity] += 1
-        return {
+        out = {
             "id": self.id,
             "workflow": self.workflow,
             "startedAt": _iso(self.started_at),
@@ -251,3 +273,7 @@ class WorkflowReport:
             },
             "confidence": self.confidence,
         }
+        decision = self.decision
+        if decision is not None:
+            out["decision"] = _jsonable(decision)
+        return out

@@ -101,6 +101,17 @@ class PhaseScope:
         if reason:
             self.result.artifacts.setdefault("failReasons", []).append(reason)
 
+    def gate(self, name: str, passed: bool, reason: str | None = None) -> None:
+        """Record the verdict of one check that gates this phase (``static``, ``reviewer``); a FAIL fails it.
+
+        The report's ``decision`` names the gates of the last adversarial pass and which of them decided.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a gate name must be a non-empty string, got {name!r}")
+        self.result.artifacts.setdefault("gates", {})[name] = "PASS" if passed else "FAIL"
+        if not passed:
+            self.fail(f"{name}: {reason}" if reason else f"{name}: FAIL")
+
     def count(self, counter: str, n: int = 1) -> None:
         """Add to a report counter: documents_updated, sections_removed, sections_added, diagrams_updated."""
         if counter not in _COUNTERS:
