@@ -31,12 +31,19 @@ browser:
 
 # The JupyterLab extension, from a clean clone: npm packages from the npm registry (package-lock.json),
 # built with @jupyter/builder into labextension/dist (committed, shipped in the wheel). Needs Node >= 18:
-# installed with Debian's nodejs as root where it is missing.
+# installed with Debian's nodejs as root where it is missing. Skipped when dist/SOURCE.sha256 matches the
+# sources: the bundle's file names hash the build's absolute paths, so every rebuild (each clone, each
+# worktree) rewrote the committed files with new names; FORCE=1 rebuilds anyway.
 labext: $(STAMP)
-	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	@want=$$(cd labextension && cat package.json package-lock.json tsconfig.json $$(find src style -type f | LC_ALL=C sort) \
+	  | sha256sum | cut -c1-64); \
+	if [ -z "$(FORCE)" ] && [ "$$want" = "$$(cat labextension/dist/SOURCE.sha256 2>/dev/null)" ]; then \
+	  echo "lab extension: labextension/dist is built from these sources (make labext FORCE=1 rebuilds)"; exit 0; fi; \
+	command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; } || \
-	  { echo "make labext needs Node (nodejs, npm)"; exit 1; }
-	cd labextension && npm ci --no-audit --no-fund --loglevel=error && PATH=$(CURDIR)/$(BIN):$$PATH npm run build
+	  { echo "make labext needs Node (nodejs, npm)"; exit 1; }; \
+	cd labextension && npm ci --no-audit --no-fund --loglevel=error && PATH=$(CURDIR)/$(BIN):$$PATH npm run build && \
+	echo "$$want" > dist/SOURCE.sha256
 
 # JupyterLab with the Agents panel, on the workspace `make demo` filled.
 lab: $(STAMP)
