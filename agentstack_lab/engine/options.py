@@ -101,6 +101,12 @@ class RunOptions:
     """Seconds (or ``"90s"``, ``"10m"``, ``"1h"``) a question waits before it expires and the run fails closed."""
     coordinate: bool = False  # the root's subquestions go through the durable queue (engine/coordinate.py)
     max_workers: int = 4  # in-process workers a coordinated run may spawn (external workers come on top)
+    record: str | None = None
+    """Write every model request and streamed reply (and the tool results) to this cassette (JSON Lines)."""
+    replay: str | None = None
+    """Serve the model's replies from this cassette: no network, no key (see :mod:`agentstack_lab.providers.cassette`)."""
+    replay_mode: str = "strict"
+    """``strict``: a request the cassette lacks fails the agent; ``new_episodes``: ask the real provider, append."""
 
     def __post_init__(self) -> None:
         for name in ("max_depth", "max_children", "max_agents", "max_turns", "max_workers"):
@@ -119,9 +125,42 @@ class RunOptions:
         if self.on_query is not None and self.on_query not in ON_QUERY:
             raise ValueError(f"RunOptions.on_query must be one of {', '.join(ON_QUERY)}, got {self.on_query!r}")
         self.decision_timeout = parse_duration(self.decision_timeout, "RunOptions.decision_timeout")
+        self._check_cassettes()
         bad = sorted(set(self.answers) - set(QUERY_KINDS))
         if bad:
             raise ValueError(f"RunOptions.answers: unknown query kinds {bad}; expected {', '.join(QUERY_KINDS)}")
+
+    def _check_cassettes(self) -> None:
+        """``record``/``replay`` paths and ``replay_mode``: one clear line, and nothing written yet."""
+        import os
+        from pathlib import Path
+
+        modes = ("strict", "new_episodes")
+        if self.replay_mode == "none":  # vcrpy's name for strict
+            self.replay_mode = "strict"
+        if self.replay_mode not in modes:
+            raise UsageError(f"RunOptions.replay_mode must be one of {', '.join(modes)}, got {self.replay_mode!r}")
+        for name in ("record", "replay"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, str | os.PathLike) or not str(value).strip():
+                raise UsageError(f"RunOptions.{name} must be a cassette file path, got {value!r}")
+            setattr(self, name, str(value))
+        if self.replay is not None:
+            path = Path(self.replay)
+            if not path.is_file():
+                raise UsageError(f"RunOptions.replay: cassette {path} does not exist")
+        if self.record is not None:
+            path = Path(self.record)
+            if path.is_dir():
+                raise UsageError(f"RunOptions.record: {path} is a folder; give a cassette file path")
+            folder = next((p for p in path.absolute().parents if p.exists()), None)
+            if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK):
+                raise UsageError(f"RunOptions.record: cannot write a cassette under {path.parent}")
+        if self.record is not None and self.replay is not None and self.replay_mode != "new_episodes":
+            raise UsageError("RunOptions: record and replay together need replay_mode='new_episodes' "
+                             "(replay what the cassette has, record what it lacks)")
 
     @property
     def query_policy(self) -> str:

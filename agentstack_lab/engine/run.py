@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from agentstack_lab.engine.cassettes import provider_for, run_secrets
 from agentstack_lab.engine.executors import ExecContext, Executor, make_executor
 from agentstack_lab.engine.gate import RunControl
 from agentstack_lab.engine.inbound import InboundMixin
@@ -29,7 +30,6 @@ from agentstack_lab.engine.options import (
     HeadlessQueryError,
     RunOptions,
 )
-from agentstack_lab.engine.redaction import secret_values
 from agentstack_lab.engine.state import AgentNode, snapshot_tree
 from agentstack_lab.engine.steps import run_steps
 from agentstack_lab.engine.threads import fork_from_thread, wait_from_thread
@@ -77,7 +77,8 @@ class AgentRun(InboundMixin, LifecycleMixin):
         self.identity: AgentIdentity | None = (
             workspace.identities.require_can_spawn(self.options.identity) if self.options.identity else None)
         self.model = model
-        self.provider = self._resolve_provider(provider, workspace, model)
+        # record/replay wrap the provider the whole tree shares; strict replay builds no real provider (no key)
+        self.provider = provider_for(self.options, workspace, lambda: self._resolve_provider(provider, workspace, model))
         self.executor = make_executor(executor if executor is not None else self.options.executor)
         journal = getattr(self.executor, "journal", None)
         if journal is not None:  # the live kernel's undo snapshots are bounded by the workspace's config
@@ -381,12 +382,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
 
     def secrets(self) -> list[str]:
         """Secret values to hide from tool results: secret-looking env vars, configured API keys, the provider's."""
-        providers = self.workspace.config.providers
-        keys: list[Any] = [providers.anthropic.api_key, providers.openai.api_key, providers.ollama.api_key]
-        held = getattr(self.provider, "secrets", None)  # optional: providers holding a key say so
-        if callable(held):
-            keys.extend(held())
-        return secret_values([k for k in keys if k is not None])
+        return run_secrets(self.workspace, self.provider)
 
     def memory(self, node: AgentNode) -> Any:
         """The workspace memory acting for this run's session and ``node``."""

@@ -103,7 +103,12 @@ async def dispatch(ctx: AgentContext, node: AgentNode, call: ToolUseEvent) -> To
                                          else json.dumps(output, default=str))
     if error and output is not None:
         text = f"{text}\n{error}" if error not in text else text
-    return ToolResultBlock(tool_use_id=call.id, content=text or "(no output)", is_error=error is not None)
+    text = text or "(no output)"
+    observe = getattr(ctx.provider, "record_tool_result", None)  # a cassette keeps what the model was shown
+    if callable(observe):
+        observe({"agent": node.type, "prompt": node.prompt, "id": call.id, "tool": call.name,
+                 "input": redact(call.input, hidden), "output": text, "error": error})
+    return ToolResultBlock(tool_use_id=call.id, content=text, is_error=error is not None)
 
 
 async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,

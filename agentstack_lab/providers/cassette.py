@@ -10,13 +10,18 @@ each request, streams the reply through unchanged and appends the request (norma
 streamed event to the cassette. ``ReplayProvider`` serves replies from a cassette with no network
 and no key.
 
+Tool results the run saw are recorded too, one ``{"tool": ...}`` line per call (``record_tool_result``,
+called by the engine after each tool call): a reviewer reads what the model was shown, and a replay
+compares what its tools return now with what they returned then; the first request after a tool
+whose result changed then misses, and the error says which tool result differs and where.
+
 Replies are matched by *content*, not by call order: the key is a hash of the normalised request
 (model, system, messages, tools, parameters), so a tree whose subagents run in parallel replays the
 same whatever order the event loop schedules them in. Identical requests (two agents asking the
 same thing) are served their recorded replies in order. A request the cassette lacks is a
 :class:`CassetteMissError` naming the agent and the first field where it differs from the closest
 recorded request; in ``new_episodes`` mode it goes to the real provider and is appended instead
-(vcrpy's record modes: ``none`` and ``new_episodes``; recording is ``all``).
+(vcrpy's record modes: ``strict`` is vcrpy's ``none``, ``new_episodes`` the same; recording is ``all``).
 
 Secrets never reach the file: every string is passed through the caller's ``redact`` (the engine
 gives its secret scrubber: values of secret-looking environment variables and configured keys), and
@@ -50,11 +55,12 @@ from agentstack_lab.providers.base import (
 )
 
 __all__ = ["CassetteError", "CassetteMissError", "RecordingProvider", "ReplayProvider", "ReplayMode",
-           "normalise_request", "request_key", "load_cassette"]
+           "REPLAY_MODES", "normalise_request", "request_key", "load_cassette", "check_replay_mode"]
 
 FORMAT = 1
-ReplayMode = Literal["none", "new_episodes"]
-REPLAY_MODES: tuple[str, ...] = ("none", "new_episodes")
+ReplayMode = Literal["strict", "new_episodes"]
+REPLAY_MODES: tuple[str, ...] = ("strict", "new_episodes")
+_ALIASES = {"none": "strict"}  # vcrpy's name for strict
 _EVENTS = {"text": TextDeltaEvent, "tool_use": ToolUseEvent, "usage": UsageEvent, "stop": StopEvent}
 _KEY_FIELDS = ("model", "system", "messages", "tools", "max_tokens", "temperature", "stop_sequences", "tool_choice")
 
@@ -100,6 +106,14 @@ def request_key(normalised: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
+def check_replay_mode(mode: Any) -> ReplayMode:
+    """``mode`` if it is a replay mode (``none``, vcrpy's name, means ``strict``); else a :class:`CassetteError`."""
+    mode = _ALIASES.get(mode, mode) if isinstance(mode, str) else mode
+    if mode not in REPLAY_MODES:
+        raise CassetteError(f"replay mode must be one of {', '.join(REPLAY_MODES)}, got {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
 def _event_from(data: dict[str, Any], where: str) -> ProviderEvent:
     cls = _EVENTS.get(data.get("type", ""))
     if cls is None:
@@ -110,8 +124,12 @@ def _event_from(data: dict[str, Any], where: str) -> ProviderEvent:
         raise CassetteError(f"{where}: bad {data['type']} event: {exc}") from None
 
 
-def load_cassette(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Read a cassette: its header and its entries (each ``key``, ``request``, ``events``...)."""
+def load_cassette(path: str | Path, tools: list[dict[str, Any]] | None = None
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Read a cassette: its header and its entries (each ``key``, ``request``, ``events``...).
+
+    Tool-result lines are appended to ``tools`` when a list is given (else skipped).
+    """
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -134,6 +152,10 @@ def load_cassette(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
             if not isinstance(obj, dict) or obj.get("cassette") != FORMAT:
                 raise CassetteError(f"{path}:1: not an agentstack-lab cassette (expected a header with cassette: 1)")
             header = obj
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("tool"), dict):
+            if tools is not None:
+                tools.append(obj["tool"])
             continue
         if not isinstance(obj, dict) or not {"key", "request", "events"} <= obj.keys():
             raise CassetteError(f"{path}:{n}: an entry needs key, request and events")
@@ -185,19 +207,39 @@ def _short(value: Any, size: int = 80) -> str:
 class _Writer:
     """Appends entries to a cassette file, one line per reply, safe across the run's threads."""
 
-    def __init__(self, path: Path, provider: str, *, append: bool):
-        self.path = path
+    def __init__(self, path: Path, provider: str, *, append: bool, copy_of: Path | None = None):
+        self.path, self.provider, self.append, self.copy_of = path, provider, append, copy_of
         self._lock = threading.Lock()
+        self._opened = False  # the file is created at the first write: a run that fails to start leaves none
+
+    def _open(self) -> None:
+        path, copy_of = self.path, self.copy_of
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not append or not path.exists() or path.stat().st_size == 0:
-            header = {"cassette": FORMAT, "provider": provider,
+        if copy_of is not None and copy_of.resolve() != path.resolve():
+            path.write_bytes(copy_of.read_bytes())  # the replayed cassette, then what was new
+        elif not self.append or not path.exists() or path.stat().st_size == 0:
+            header = {"cassette": FORMAT, "provider": self.provider,
                       "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             path.write_text(json.dumps(header) + "\n", encoding="utf-8")
+        self._opened = True
 
     def write(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, ensure_ascii=False, sort_keys=False)
-        with self._lock, self.path.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+        line = json.dumps(entry, ensure_ascii=False, sort_keys=False, default=str)
+        with self._lock:
+            if not self._opened:
+                self._open()
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+
+
+def _tool_entry(call: dict[str, Any], redact: Callable[[str], str] | None) -> dict[str, Any]:
+    plain = _plain(call)
+    return _deep_redact(plain, redact) if redact else plain
+
+
+def _tool_id(call: dict[str, Any]) -> str:
+    """Which recorded tool call ``call`` is: its agent's prompt, the call id the model gave, the input."""
+    return request_key({k: call.get(k) for k in ("prompt", "id", "tool", "input")})
 
 
 def _entry(request: ProviderRequest, normalised: dict[str, Any], events: list[ProviderEvent],
@@ -232,18 +274,26 @@ class RecordingProvider:
         # Only complete replies are recorded: a stream that failed part-way leaves no entry.
         self._writer.write(_entry(request, normalised, events, self.redact))
 
+    def record_tool_result(self, call: dict[str, Any]) -> None:
+        """Append a tool result the run saw (``agent``, ``prompt``, ``id``, ``tool``, ``input``, ``output``, ``error``)."""
+        self._writer.write({"tool": _tool_entry(call, self.redact)})
+
 
 class ReplayProvider:
     """Serves replies from a cassette; ``mode="new_episodes"`` records what it lacks through ``inner``."""
 
-    def __init__(self, path: str | Path, *, mode: ReplayMode = "none", inner: Provider | None = None,
-                 redact: Callable[[str], str] | None = None):
-        if mode not in REPLAY_MODES:
-            raise CassetteError(f"replay mode must be one of {', '.join(REPLAY_MODES)}, got {mode!r}")
+    def __init__(self, path: str | Path, *, mode: ReplayMode = "strict", inner: Provider | None = None,
+                 redact: Callable[[str], str] | None = None, record_to: str | Path | None = None):
+        mode = check_replay_mode(mode)
         if mode == "new_episodes" and inner is None:
             raise CassetteError("replay mode new_episodes needs a real provider to ask for what the cassette lacks")
+        if record_to is not None and mode != "new_episodes":
+            raise CassetteError("recording while replaying needs replay mode new_episodes")
         self.path = Path(path)
-        header, entries = load_cassette(self.path)
+        tools: list[dict[str, Any]] = []
+        header, entries = load_cassette(self.path, tools)
+        self._tools = {_tool_id(t): t for t in tools}
+        self.tool_mismatches: list[str] = []  # "python tool of agent X: first difference at output.text ..."
         self.name = f"replay:{header.get('provider', '?')}"
         self.mode = mode
         self.inner = inner
@@ -254,8 +304,31 @@ class ReplayProvider:
             self._replies[e["key"]].append(e["events"])
         self._served: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
         self._lock = asyncio.Lock()
-        self._writer = _Writer(self.path, header.get("provider", "?"), append=True) if mode == "new_episodes" else None
+        target = Path(record_to) if record_to is not None else self.path
+        self._writer = (_Writer(target, header.get("provider", "?"), append=True, copy_of=self.path)
+                        if mode == "new_episodes" else None)
         self.calls = 0
+
+    def secrets(self) -> list[str]:
+        """The real provider's secrets in ``new_episodes`` mode; none when only replaying."""
+        held = getattr(self.inner, "secrets", None)
+        return list(held()) if callable(held) else []
+
+    def record_tool_result(self, call: dict[str, Any]) -> None:
+        """Compare a tool result with the recorded one (kept for the next miss's message); append new ones."""
+        now = _tool_entry(call, self.redact)
+        then = self._tools.get(_tool_id(now))
+        if then is None:
+            if self._writer is not None:
+                self._writer.write({"tool": now})
+            return
+        where = _first_difference({"output": then.get("output"), "error": then.get("error")},
+                                  {"output": now.get("output"), "error": now.get("error")})
+        if where is not None:
+            field = where.split(" ")[0]
+            self.tool_mismatches.append(
+                f"the {now.get('tool')} tool result of agent {now.get('agent') or '?'} differs from the recording at "
+                f"{where}: recorded {_short(_lookup(then, field))!r}, now {_short(_lookup(now, field))!r}")
 
     def _take(self, key: str) -> list[dict[str, Any]] | None:
         queue = self._replies.get(key)
@@ -285,9 +358,10 @@ class ReplayProvider:
         if best is None or best_path is None:
             return CassetteMissError(f"cassette {self.path} has no reply for {where}")
         field = best_path.split(" ")[0]
+        after = f" (after {self.tool_mismatches[-1]})" if self.tool_mismatches else ""
         return CassetteMissError(
             f"cassette {self.path} has no reply for {where}: first difference at {best_path}: "
-            f"recorded {_short(_lookup(best['request'], field))!r}, now {_short(_lookup(normalised, field))!r}")
+            f"recorded {_short(_lookup(best['request'], field))!r}, now {_short(_lookup(normalised, field))!r}{after}")
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         normalised = normalise_request(request, self.redact)
