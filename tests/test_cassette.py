@@ -166,8 +166,8 @@ async def test_a_recorded_tree_replays_offline_the_same_ten_times_under_shuffled
 async def test_secrets_planted_in_the_request_never_reach_the_cassette(fake_llm, ws, planted, tmp_path):
     path = tmp_path / "tree.jsonl"
     await _record(fake_llm, ws, path, prompt=f"{ROOT_PROMPT} (token {PLANTED}, key {API_KEY})")
-    sent = json.dumps([r for r in fake_llm.requests if isinstance(r, dict)])
-    assert PLANTED not in sent  # the engine hid it from the model too? no: the prompt is the user's
+    sent = json.dumps([r.json for r in fake_llm.requests])
+    assert PLANTED in sent and API_KEY in sent and IN_CODE in sent  # the requests really carried them
     raw = path.read_bytes()
     for secret in (PLANTED, IN_CODE, API_KEY):
         assert secret.encode() not in raw, secret
