@@ -181,6 +181,15 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
                 session: str = typer.Option(None, "--session", "-s", help="Run within this session."),
                 identity: str = typer.Option(None, "--identity", "-i",
                                              help="Act as this persistent identity (id or display name; not retired)."),
+                record: str = typer.Option(None, "--record", metavar="PATH",
+                                           help="Record every model request and reply (and tool results) to this "
+                                                "cassette (JSON Lines; secrets redacted)."),
+                replay: str = typer.Option(None, "--replay", metavar="PATH",
+                                           help="Serve the model's replies from this cassette: no network, no key."),
+                replay_mode: str = typer.Option("strict", "--replay-mode", metavar="strict|new_episodes",
+                                                help="A request the cassette lacks: fail (strict) or ask the real "
+                                                     "provider and record it (new_episodes; with --record, to that "
+                                                     "file, else appended to the cassette)."),
                 as_json: bool = JSON_OPTION):
     """Run an agent tree headless, streaming its text and tool calls; exit 1 unless it completed."""
     if executor not in ("subprocess", "live"):
@@ -201,6 +210,10 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
         options["timeout_s"] = check_float("--timeout", timeout, above=0)
     if identity is not None:
         options["identity"] = identity
+    options.update(record=record, replay=replay, replay_mode=replay_mode)
+    from agentstack_lab.engine import RunOptions
+
+    RunOptions(**options)  # bad cassette options: one line before the workspace is even opened
     ws = open_workspace(ctx)
     if session is not None:  # "" is an error, never "no session"
         ws.sessions.require_active(session)

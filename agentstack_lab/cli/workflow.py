@@ -89,11 +89,18 @@ def _parameters(params: tuple[tuple[str, str], ...], raw: tuple[tuple[str, str],
 @click.option("--cluster", metavar="ADDR",
               help="Run on a Dask cluster: tcp://scheduler:8786, or 'local' for a LocalCluster of worker "
                    "processes (default: workflows.cluster of the config; needs the dask extra).")
+@click.option("--record", metavar="PATH",
+              help="Record the workflow agents' model calls to this cassette (the notebook's cassette parameter).")
+@click.option("--replay", metavar="PATH",
+              help="Replay the agents' model calls from this cassette: no network, no key.")
+@click.option("--replay-mode", type=click.Choice(["strict", "new_episodes"]), default="strict", show_default=True,
+              help="A call the cassette lacks: stop the run (strict) or ask the real model and record it.")
 def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
                 raw: tuple[tuple[str, str], ...], files: tuple[str, ...], grid_file: str | None,
                 output: str | None, report: str | None, kernel_name: str | None, timeout: float | None,
                 cell_timeout: float | None, cwd: str | None, parallel: int | None, fork: bool,
-                cluster: str | None) -> None:
+                cluster: str | None, record: str | None = None, replay: str | None = None,
+                replay_mode: str = "strict") -> None:
     """Run workflow NOTEBOOK(s) headless.
 
     NOTEBOOK is a path, or the name of a built-in workflow (doc_sync, code_review; see
@@ -107,19 +114,46 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
     # A plain click command run standalone (see ``_run`` below): expected errors end it here with
     # one line and exit 2; anything else propagates to the root group, which reports it as a bug.
     try:
+        cassette = _cassette(record, replay, replay_mode, several=len(notebooks) > 1 or bool(grid_file))
         code = _run_notebooks(notebooks, params, raw, files, grid_file, output, report, kernel_name, timeout,
-                              cell_timeout, cwd, parallel, fork, cluster)
+                              cell_timeout, cwd, parallel, fork, cluster, cassette)
     except AgentstackError as exc:
         _echo(f"error: {message(exc)}")
         raise SystemExit(EXIT_ERROR) from None
     raise SystemExit(code)
 
 
+def _cassette(record: str | None, replay: str | None, mode: str, *, several: bool) -> dict[str, str]:
+    """``--record``/``--replay``/``--replay-mode`` as the notebooks' ``cassette``/``cassette_mode`` parameters."""
+    from agentstack_lab.providers.cassette import load_cassette
+
+    if record is None and replay is None:
+        if mode != "strict":
+            raise CommandError("--replay-mode needs --replay")
+        return {}
+    if record is not None and replay is not None and mode != "new_episodes":
+        raise CommandError("--record with --replay needs --replay-mode new_episodes "
+                           "(replay what the cassette has, record what it lacks)")
+    if record is not None and several:
+        raise CommandError("--record records one run; give one notebook (several runs would share one cassette)")
+    if replay is not None:
+        load_cassette(replay)  # missing or not a cassette: one line before a kernel starts
+    if record is not None:
+        require_writable(record, "--record")
+        if replay is not None:  # replay from the reviewed cassette, write it plus what is new to --record
+            return {"cassette": str(Path(record).absolute()), "cassette_mode": "new_episodes",
+                    "_copy_from": str(Path(replay).absolute())}
+        return {"cassette": str(Path(record).absolute()), "cassette_mode": "record"}
+    assert replay is not None
+    return {"cassette": str(Path(replay).absolute()),
+            "cassette_mode": "replay" if mode == "strict" else "new_episodes"}
+
+
 def _run_notebooks(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...],
                    raw: tuple[tuple[str, str], ...], files: tuple[str, ...], grid_file: str | None,
                    output: str | None, report: str | None, kernel_name: str | None, timeout: float | None,
                    cell_timeout: float | None, cwd: str | None, parallel: int | None, fork: bool,
-                   cluster: str | None = None) -> int:
+                   cluster: str | None = None, cassette: dict[str, str] | None = None) -> int:
     from agentstack_lab.config import load_config
     from agentstack_lab.workflows.catalog import resolve_notebook
 
@@ -143,6 +177,14 @@ def _run_notebooks(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ..
                 check_name(name)
     except ParameterError as exc:
         raise CommandError(f"bad parameter: {exc}") from None
+    copy_from = None
+    if cassette:
+        cassette = dict(cassette)
+        copy_from = cassette.pop("_copy_from", None)
+        given = sorted(set(cassette) & set(values))
+        if given:
+            raise CommandError(f"give either --record/--replay or -p {given[0]}, not both")
+        values.update(cassette)
     check_int("--parallel", parallel, minimum=1, maximum=1_000)
     for name, value in (("--timeout", timeout), ("--cell-timeout", cell_timeout)):
         if value is not None:
@@ -153,6 +195,10 @@ def _run_notebooks(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ..
         require_writable(report, "--report")
     if output and not several:
         require_writable(output, "-o")
+    if copy_from is not None and Path(copy_from).resolve() != Path(values["cassette"]).resolve():
+        import shutil
+
+        shutil.copyfile(copy_from, values["cassette"])  # checked above: now the run starts
     if cluster:
         from agentstack_lab.workflows.batch import plan_runs
 

@@ -115,6 +115,9 @@ class AgentArgs:
     decision_timeout: str | None = None
     coordinate: bool = False
     max_workers: int | None = None
+    record: str | None = None
+    replay: str | None = None
+    replay_mode: str | None = None
 
 
 def agent_parser() -> argparse.ArgumentParser:
@@ -147,6 +150,12 @@ def agent_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-query", choices=("fail", "wait", "auto"),
                    help="a question nobody answered up front: fail closed, wait for any surface (the widget, "
                         "`agentstack-lab decisions`, MCP), or auto-approve (default: wait; with --wait: fail)")
+    p.add_argument("--record", metavar="PATH", help="record every model request and reply (and tool results) "
+                   "to this cassette (JSON Lines, secrets redacted)")
+    p.add_argument("--replay", metavar="PATH", help="serve the model's replies from this cassette: no network, no key")
+    p.add_argument("--replay-mode", choices=("strict", "new_episodes"),
+                   help="a request the cassette lacks: fail (strict, the default) or ask the real provider and "
+                        "record it (new_episodes)")
     p.add_argument("--decision-timeout", metavar="DURATION",
                    help="how long a question waits (seconds, or 90s, 10m, 1h) before it expires and the run fails")
     return p

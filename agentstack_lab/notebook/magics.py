@@ -98,6 +98,8 @@ def _check_names(args: AgentArgs, workspace: Workspace, namespace: dict[str, Any
         return agent_type, obj
     if name not in workspace.providers:
         raise UsageError(f"unknown provider {name!r}; valid providers: {', '.join(workspace.providers.names())}")
+    if args.replay and args.replay_mode in (None, "strict"):
+        return agent_type, name  # a strict replay never builds the real provider: no key needed
     overrides = {"model": args.model} if args.model else {}
     try:
         provider = workspace.get_provider(name, **overrides)
@@ -114,7 +116,8 @@ def _options(args: AgentArgs, workspace: Workspace) -> Any:
              "max_tokens": args.max_tokens, "timeout_s": args.timeout, "executor": args.executor,
              "auto_approve": args.auto_approve or None, "identity": args.identity, "on_query": args.on_query,
              "decision_timeout": args.decision_timeout,
-             "coordinate": args.coordinate or None, "max_workers": args.max_workers}
+             "coordinate": args.coordinate or None, "max_workers": args.max_workers, "record": args.record,
+             "replay": args.replay, "replay_mode": args.replay_mode}
     return RunOptions.coerce({**{k: v for k, v in given.items() if v is not None}, "subagents": args.subagents,
                               "interactive": not args.wait, "answers": dict(args.answers)}, workspace.config)
 

@@ -293,6 +293,7 @@ class ReplayProvider:
         tools: list[dict[str, Any]] = []
         header, entries = load_cassette(self.path, tools)
         self._tools = {_tool_id(t): t for t in tools}
+        self.misses: list[str] = []  # every miss's message, for callers that catch the agent's failure
         self.tool_mismatches: list[str] = []  # "python tool of agent X: first difference at output.text ..."
         self.name = f"replay:{header.get('provider', '?')}"
         self.mode = mode
@@ -373,7 +374,9 @@ class ReplayProvider:
                 yield _event_from(data, str(self.path))
             return
         if self.mode != "new_episodes" or self.inner is None:
-            raise self._miss(request, normalised)
+            miss = self._miss(request, normalised)
+            self.misses.append(str(miss))
+            raise miss
         got: list[ProviderEvent] = []
         async for event in self.inner.stream(request):
             got.append(event)

@@ -37,7 +37,7 @@ from agentstack_lab.workflows.runner import PhaseError, PhaseExecutor, PhaseRunn
 if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
 
-__all__ = ["REPORT_MIME", "AgentNote", "Workflow", "ask_agent", "choose_provider"]
+__all__ = ["REPORT_MIME", "AgentNote", "Workflow", "ask_agent", "cassette_options", "choose_provider"]
 
 REPORT_MIME = "application/vnd.agentstack.workflow-report+json"
 
@@ -180,14 +180,51 @@ def _offline_reviewer(request: Any) -> Any:
             "(Offline scripted reviewer; no model was called.)")
 
 
+CASSETTE_MODES = ("replay", "record", "new_episodes")
+
+
+def cassette_options(cassette: str | Path | None, mode: str = "replay") -> dict[str, Any]:
+    """``RunOptions`` fields that make a workflow's agents replay or record ``cassette`` ("" = neither).
+
+    Call it once per workflow run (the notebooks do, in their set-up cell): ``record`` starts a fresh
+    cassette that every agent of the workflow then appends to (new_episodes against it, so a question
+    asked again in a later iteration gets the answer it got the first time, as it will on replay);
+    ``replay`` serves every reply from it with no network and no key (a miss stops the workflow);
+    ``new_episodes`` replays what it has and records what it lacks.
+
+    Raises:
+        UsageError: An unknown ``mode``, or a cassette to replay that does not exist (one line).
+    """
+    from agentstack_lab.errors import UsageError
+
+    if not cassette:
+        return {}
+    if mode not in CASSETTE_MODES:
+        raise UsageError(f"cassette_mode must be one of {', '.join(CASSETTE_MODES)}, got {mode!r}")
+    path = Path(cassette).absolute()
+    if mode == "replay":
+        if not path.is_file():
+            raise UsageError(f"cassette {path} does not exist (record it with cassette_mode='record')")
+        return {"replay": str(path)}
+    if mode == "record" or not path.exists():
+        from agentstack_lab.providers.cassette import FORMAT
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"cassette": FORMAT, "provider": "workflow"}) + "\n", encoding="utf-8")
+    return {"replay": str(path), "replay_mode": "new_episodes"}
+
+
 async def ask_agent(prompt: str, *, provider: str = "auto", agent_type: str = "researcher",
-                    workspace: Workspace | None = None, timeout_s: float = 300.0) -> AgentNote:
+                    workspace: Workspace | None = None, timeout_s: float = 300.0,
+                    options: dict[str, Any] | None = None) -> AgentNote:
     """Ask one headless agent (no subagents, no code execution, no questions) and return its note.
 
     Offline (no key, ``provider="scripted"``) the scripted provider answers deterministically. A
-    failure is returned in ``AgentNote.error``; it never stops the workflow.
+    failure is returned in ``AgentNote.error``; it never stops the workflow, except a request a
+    replayed cassette lacks (``options`` from :func:`cassette_options`): the check cannot run as recorded.
     """
     from agentstack_lab.engine import AgentRun, RunOptions
+    from agentstack_lab.providers.cassette import CassetteError, CassetteMissError
     from agentstack_lab.workspace import Workspace
 
     name = choose_provider(provider)
@@ -199,14 +236,22 @@ async def ask_agent(prompt: str, *, provider: str = "auto", agent_type: str = "r
     else:
         chosen = name
     ws = workspace or Workspace.open(Path.cwd())
+    run: Any = None
     try:
         opts = RunOptions(max_depth=0, subagents=False, interactive=False, auto_approve=False,
-                          executor="subprocess", final_question=False, timeout_s=timeout_s)
+                          executor="subprocess", final_question=False, timeout_s=timeout_s, **(options or {}))
         run = AgentRun(prompt, workspace=ws, provider=chosen, agent_type=agent_type, options=opts,
                        origin="workflow")
+        if opts.replay:
+            name, offline = run.provider.name, opts.replay_mode == "strict"
         text = await run
         return AgentNote(str(text or ""), name, offline)
+    except CassetteError:
+        raise
     except Exception as exc:
+        misses = getattr(getattr(run, "provider", None), "misses", None)
+        if misses:
+            raise CassetteMissError(misses[0]) from None
         return AgentNote("", name, offline, error=f"{type(exc).__name__}: {exc}")
     finally:
         if workspace is None:

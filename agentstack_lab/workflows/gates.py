@@ -44,7 +44,7 @@ def bundle(files: Iterable[tuple[str, str]]) -> tuple[str, str | None]:
 
 async def reviewer_gate(scope: PhaseScope, subject: str, *, kind: str = "code", path: str | None = None,
                         static: Iterable[str] = (), provider: str = "auto", script: Any = None,
-                        workspace: Workspace | None = None) -> ReviewOutcome:
+                        workspace: Workspace | None = None, options: dict[str, Any] | None = None) -> ReviewOutcome:
     """Ask the reviewer agent about ``subject``; record its verdict as the phase's ``reviewer`` gate.
 
     Args:
@@ -56,6 +56,8 @@ async def reviewer_gate(scope: PhaseScope, subject: str, *, kind: str = "code", 
         provider: ``auto`` (anthropic / openai when their key is set, else ``scripted``) or a provider name.
         script: A review script for the scripted provider (its path, dict, or ReviewScript); ``""``: none.
         workspace: Where the agent runs are logged (default: the workspace found from the working directory).
+        options: More ``RunOptions`` fields for the reviewer run: the workflow's cassette to record or replay
+            (:func:`~agentstack_lab.workflows.api.cassette_options`); a replay miss fails the reviewer (ERROR).
     """
     from agentstack_lab.workflows.api import choose_provider
     from agentstack_lab.workspace import Workspace
@@ -69,7 +71,7 @@ async def reviewer_gate(scope: PhaseScope, subject: str, *, kind: str = "code", 
     ws = workspace or Workspace.open(Path.cwd())
     try:
         outcome = await ask_reviewer(ws, subject, kind=kind, path=path, context=context, provider=name,
-                                     script=script)
+                                     script=script, options=options)
     finally:
         if workspace is None:
             ws.close()

@@ -139,11 +139,11 @@ def _providers(provider: Any, script: ReviewScript | None) -> tuple[Any, Any, st
     return provider, provider, name
 
 
-def _options(timeout_s: float | None) -> Any:
+def _options(timeout_s: float | None, extra: dict[str, Any] | None = None) -> Any:
     from agentstack_lab.engine import RunOptions
 
     return RunOptions(max_depth=0, subagents=False, interactive=False, final_question=False, executor="subprocess",
-                      answers=dict(_NO_QUESTIONS), timeout_s=timeout_s)
+                      answers=dict(_NO_QUESTIONS), timeout_s=timeout_s, **(extra or {}))
 
 
 def _fence(code: str, kind: str) -> str:
@@ -167,12 +167,12 @@ class ReviewOutcome:
 
 
 async def _agent(ws: Workspace, prompt: str, provider: Any, agent_type: str, timeout_s: float | None,
-                 role: str) -> tuple[str, str]:
+                 role: str, options: dict[str, Any] | None = None) -> tuple[str, str]:
     """Run one headless agent of the loop; its result text and run id (a failed run is an error naming it)."""
     from agentstack_lab.engine import AgentRun
 
-    run = AgentRun(prompt, workspace=ws, provider=provider, agent_type=agent_type, options=_options(timeout_s),
-                   origin="review-loop")
+    run = AgentRun(prompt, workspace=ws, provider=provider, agent_type=agent_type,
+                   options=_options(timeout_s, options), origin="review-loop")
     try:
         text = await run
     except asyncio.CancelledError:  # the loop was aborted: let the run settle (stopped, logged) first
@@ -187,27 +187,36 @@ async def _agent(ws: Workspace, prompt: str, provider: Any, agent_type: str, tim
 
 async def ask_reviewer(ws: Workspace, code: str, *, kind: str = "code", path: str | None = None,
                        context: str = "", provider: Any = None, script: ReviewScript | dict | str | None = None,
-                       agent_type: str = "reviewer", timeout_s: float | None = 300.0) -> ReviewOutcome:
+                       agent_type: str = "reviewer", timeout_s: float | None = 300.0,
+                       options: dict[str, Any] | None = None) -> ReviewOutcome:
     """Ask a reviewer agent for a verdict on ``code`` (one review: the workflows' gate).
 
     ``kind`` is ``code``, ``diff`` or ``docs``. ``context`` (e.g. the static checks' findings as ``- ``
     lines under ``Static check findings:``) is shown to the reviewer. A reply that is not a valid verdict raises
     :class:`~agentstack_lab.workflows.verdict.VerdictError`; a reviewer run that fails raises
-    :class:`ReviewLoopError`. Neither is ever a PASS.
+    :class:`ReviewLoopError`. Neither is ever a PASS. ``options``: more ``RunOptions`` fields for the
+    reviewer run (a cassette to record or replay, :func:`~agentstack_lab.workflows.api.cassette_options`).
     """
     reviewer, _coder, name = _providers(provider, ReviewScript.coerce(script))
     return await _review(ws, code, reviewer, name, kind=kind, path=path, context=context, agent_type=agent_type,
-                         timeout_s=timeout_s)
+                         timeout_s=timeout_s, options=options)
 
 
 async def _review(ws: Workspace, code: str, reviewer: Any, name: str, *, kind: str, path: str | None,
-                  context: str, agent_type: str, timeout_s: float | None) -> ReviewOutcome:
+                  context: str, agent_type: str, timeout_s: float | None,
+                  options: dict[str, Any] | None = None) -> ReviewOutcome:
     where = f" ({path})" if path else ""
     what = {"diff": "diff", "docs": "documentation"}.get(kind, "code")
     prompt = (f"You are an adversarial reviewer. Review this {what}{where} and "
               f"decide whether it may be merged.\n{verdict_instructions()}\n\n"
               + (f"{context.strip()}\n\n" if context.strip() else "") + _fence(code, kind) + "\n")
-    text, run_id = await _agent(ws, prompt, reviewer, agent_type, timeout_s, "reviewer")
+    text, run_id = await _agent(ws, prompt, reviewer, agent_type, timeout_s, "reviewer", options)
+    if options and options.get("replay") and options.get("replay_mode", "strict") == "strict":
+        from agentstack_lab.providers.cassette import load_cassette
+
+        recorded = load_cassette(options["replay"])[0].get("provider", "?")
+        return ReviewOutcome(verdict=parse_verdict(text), run_id=run_id, provider=f"replay:{recorded}", offline=True,
+                             text=text)
     return ReviewOutcome(verdict=parse_verdict(text), run_id=run_id, provider=name, offline=name == "scripted",
                          text=text)
 
