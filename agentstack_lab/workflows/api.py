@@ -183,7 +183,7 @@ def _offline_reviewer(request: Any) -> Any:
 CASSETTE_MODES = ("replay", "record", "new_episodes")
 
 
-def cassette_options(cassette: str | Path | None, mode: str = "replay") -> dict[str, Any]:
+def cassette_options(cassette: str | Path | None, mode: str = "replay", provider: str = "auto") -> dict[str, Any]:
     """``RunOptions`` fields that make a workflow's agents replay or record ``cassette`` ("" = neither).
 
     Call it once per workflow run (the notebooks do, in their set-up cell): ``record`` starts a fresh
@@ -210,7 +210,8 @@ def cassette_options(cassette: str | Path | None, mode: str = "replay") -> dict[
         from agentstack_lab.providers.cassette import FORMAT
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"cassette": FORMAT, "provider": "workflow"}) + "\n", encoding="utf-8")
+        header = {"cassette": FORMAT, "provider": choose_provider(provider)}
+        path.write_text(json.dumps(header) + "\n", encoding="utf-8")
     return {"replay": str(path), "replay_mode": "new_episodes"}
 
 
@@ -242,8 +243,8 @@ async def ask_agent(prompt: str, *, provider: str = "auto", agent_type: str = "r
                           executor="subprocess", final_question=False, timeout_s=timeout_s, **(options or {}))
         run = AgentRun(prompt, workspace=ws, provider=chosen, agent_type=agent_type, options=opts,
                        origin="workflow")
-        if opts.replay:
-            name, offline = run.provider.name, opts.replay_mode == "strict"
+        if opts.replay and opts.replay_mode == "strict":
+            name, offline = run.provider.name, True  # replay:anthropic, served from the cassette
         text = await run
         return AgentNote(str(text or ""), name, offline)
     except CassetteError:
