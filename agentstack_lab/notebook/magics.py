@@ -160,7 +160,8 @@ def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -
     _install_run_helpers(AgentRun, shell)
     from agentstack_lab.notebook.provenance_magic import live_executor
 
-    executor = live_executor(shell)  # the kernel's runs share one undo journal if options.executor == "live" and shell is not None else None
+    # the kernel's runs share one undo journal; --executor subprocess gets its own executor from the options
+    executor = live_executor(shell) if options.executor == "live" and shell is not None else None
     try:
         return AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type,
                         options=options, model=args.model, session_id=session_id, executor=executor)
