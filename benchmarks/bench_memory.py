@@ -1,7 +1,8 @@
 """Memory benchmark: insert rate, FTS / vector / hybrid latency and vector recall, with peers in the same run.
 
 Peers, all over the same vectors in the same run: numpy exact brute force (one BLAS thread), faiss
-flat (the exact-scan limit), faiss HNSW (the ANN index a user would pick, with its recall), sqlite-vec's
+flat (the exact-scan limit), faiss HNSW and usearch HNSW (the ANN indexes a user would pick, with their
+recall; each built within ``--ann-budget`` seconds or reported "not built" with the reason), sqlite-vec's
 own KNN (``memory.vector.cache = false``), the exact in-process matrix (``memory.vector.index =
 "exact"``) and, at 10k only, the design seed's algorithm (load every row, cosine in a Python loop).
 Fresh processes: two at once open the memory and search; first search time and the peak resident
@@ -31,6 +32,7 @@ from agentstack_lab.workspace import Workspace  # noqa: E402
 
 BATCH = 10_000   # entries per store_many call
 HNSW_M, HNSW_EF_CONSTRUCTION, HNSW_EF = 32, 40, (64, 256)   # faiss HNSW peer: graph degree, build and search beam
+USEARCH_DTYPE, USEARCH_M, USEARCH_EF_ADD = "f16", 16, 64       # usearch peer (f16 built 2.5x faster than i8 here)
 
 
 def corpus(n: int, seed: int = 0) -> list[str]:
@@ -90,7 +92,7 @@ def step(what: str) -> None:
     print(f"  {time.strftime('%H:%M:%S')} {what}", flush=True)
 
 
-def bench(n: int, n_queries: int, folder: Path, ann: bool) -> dict:
+def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float) -> dict:
     docs = corpus(n)
     qs = queries(docs, n_queries)
     res: dict = {"n": n}
@@ -140,7 +142,7 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool) -> dict:
         times, ours = timed(lambda i: [rid for rid, _ in mem.index.search(qvecs[i], _all(), 10)], range(len(qs)))
         res["index"] = pct(times)
         res["recall"] = _recall(ours, truth)
-        res.update(faiss_peers(mat, rids, qvecs, truth, ann))
+        res.update(faiss_peers(mat, rids, qvecs, truth, ann, budget))
 
         # peer: sqlite-vec KNN (no index beside the table); 10 queries from 500k on (~0.6 s each)
         few = range(min(len(qs), 10 if n >= 500_000 else len(qs)))
@@ -162,8 +164,28 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool) -> dict:
     return res
 
 
-def faiss_peers(mat: np.ndarray, rids: np.ndarray, qvecs: np.ndarray, truth: list, ann: bool) -> dict:
-    """faiss flat (the exact-scan limit) and faiss HNSW (the ANN a user would pick), same vectors, one thread."""
+def _budgeted(add, n: int, budget: float, chunk: int = 50_000) -> tuple[float | None, str | None]:
+    """Build an ANN index chunk by chunk; stop when the rate so far projects past ``budget`` seconds.
+
+    Returns (build seconds, None) or (None, "not built: <reason>").
+    """
+    t = time.perf_counter()
+    for i in range(0, n, chunk):
+        add(i, min(n, i + chunk))
+        spent = time.perf_counter() - t
+        done = min(n, i + chunk)
+        if done < n and spent * n / done > budget:   # insertion only gets slower as the graph grows
+            return None, (f"not built: {done:,} rows took {spent:.0f} s, {n:,} would take > {spent * n / done / 60:.0f}"
+                          f" min (budget {budget / 60:.0f} min)")
+    return time.perf_counter() - t, None
+
+
+def faiss_peers(mat: np.ndarray, rids: np.ndarray, qvecs: np.ndarray, truth: list, ann: bool,
+                budget: float) -> dict:
+    """faiss flat (the exact-scan limit), faiss HNSW and usearch HNSW (the ANN a user would pick), same vectors.
+
+    Searches on one thread; builds on every core, each within ``budget`` seconds or reported as not built.
+    """
     import faiss
 
     out: dict = {}
@@ -173,20 +195,39 @@ def faiss_peers(mat: np.ndarray, rids: np.ndarray, qvecs: np.ndarray, truth: lis
     qs = range(len(qvecs))
     times, got = timed(lambda i: rids[flat.search(qvecs[i:i + 1], 10)[1][0]].tolist(), qs)
     out["faiss_flat"], out["faiss_flat_recall"] = pct(times), _recall(got, truth)
-    if not ann:
+    flat.reset()
+    cores = os.cpu_count() or 1
+    if ann:
+        faiss.omp_set_num_threads(cores)    # the build may use every core
+        step("faiss HNSW build")
+        hnsw = faiss.IndexHNSWFlat(mat.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        out["hnsw_build_s"], out["hnsw_not_built"] = _budgeted(lambda a, b: hnsw.add(mat[a:b]), len(mat), budget)
+        faiss.omp_set_num_threads(1)
+        if out["hnsw_not_built"] is None:
+            for ef in HNSW_EF:
+                hnsw.hnsw.efSearch = ef
+                times, got = timed(lambda i: rids[hnsw.search(qvecs[i:i + 1], 10)[1][0]].tolist(), qs)
+                out[f"hnsw_{ef}"], out[f"hnsw_{ef}_recall"] = pct(times), _recall(got, truth)
+        hnsw.reset()
+    else:
+        out["hnsw_not_built"] = "not built: above --ann-max (faiss HNSW build at 100k took 5.4 min here)"
+    step("usearch build")
+    try:
+        from usearch.index import Index
+    except ImportError:
+        out["usearch_not_built"] = "not built: usearch is not installed (pip install 'agentstack-lab[bench]')"
         return out
-    faiss.omp_set_num_threads(os.cpu_count() or 1)    # the build may use every core
-    step("faiss HNSW build")
-    hnsw = faiss.IndexHNSWFlat(mat.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
-    hnsw.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-    t = time.perf_counter()
-    hnsw.add(mat)
-    out["hnsw_build_s"] = time.perf_counter() - t
-    faiss.omp_set_num_threads(1)
-    for ef in HNSW_EF:
-        hnsw.hnsw.efSearch = ef
-        times, got = timed(lambda i: rids[hnsw.search(qvecs[i:i + 1], 10)[1][0]].tolist(), qs)
-        out[f"hnsw_{ef}"], out[f"hnsw_{ef}_recall"] = pct(times), _recall(got, truth)
+    idx = Index(ndim=mat.shape[1], metric="ip", dtype=USEARCH_DTYPE, connectivity=USEARCH_M,
+                expansion_add=USEARCH_EF_ADD)
+    keys = np.arange(len(mat), dtype=np.uint64)
+    out["usearch_build_s"], out["usearch_not_built"] = _budgeted(
+        lambda a, b: idx.add(keys[a:b], mat[a:b], threads=cores), len(mat), budget)
+    if out["usearch_not_built"] is None:
+        for ef in HNSW_EF:
+            idx.expansion_search = ef
+            times, got = timed(lambda i: rids[idx.search(qvecs[i], 10, threads=1).keys.astype(np.int64)].tolist(), qs)
+            out[f"usearch_{ef}"], out[f"usearch_{ef}_recall"] = pct(times), _recall(got, truth)
     return out
 
 
@@ -280,13 +321,18 @@ def report(results: list[dict]) -> str:
         rows = [("shared index (PQ + rescoring)", "index", r["recall"]), ("numpy exact", "numpy", 1.0),
                 ("faiss flat", "faiss_flat", r.get("faiss_flat_recall"))]
         rows += [(f"faiss HNSW M={HNSW_M} ef={ef}", f"hnsw_{ef}", r.get(f"hnsw_{ef}_recall")) for ef in HNSW_EF]
+        rows += [(f"usearch HNSW {USEARCH_DTYPE} M={USEARCH_M} ef={ef}", f"usearch_{ef}", r.get(f"usearch_{ef}_recall"))
+                 for ef in HNSW_EF]
         rows += [("sqlite-vec KNN", "sqlite_vec", r["sqlite_vec_recall"]), ("seed algorithm", "seed", r.get("seed_recall"))]
         for name, key, rec in rows:
             if key in r:
                 out.append(f"| {r['n']:,} | {name} | {f(r, key)} | {r[key][0] / base:.2f}x |"
                            f" {rec if rec is None else format(rec, '.3f')} |")
-        if "hnsw_build_s" in r:
-            out.append(f"| {r['n']:,} | (faiss HNSW build, all cores) | {r['hnsw_build_s'] * 1000:,.0f} | | |")
+        for name, key in (("faiss HNSW", "hnsw"), ("usearch HNSW", "usearch")):
+            if r.get(f"{key}_build_s") is not None:
+                out.append(f"| {r['n']:,} | ({name} build, all cores, ms) | {r[f'{key}_build_s'] * 1000:,.0f} | | |")
+            elif r.get(f"{key}_not_built"):
+                out.append(f"| {r['n']:,} | {name} | {r[f'{key}_not_built']} | | |")
     out += ["", "Two fresh processes searching at once (50 vector searches each; worst of the two):", "",
             "| entries | path | first search s | vector p50 ms | RSS added MB | PSS added MB |",
             "|---:|---|---:|---:|---:|---:|"]
@@ -304,13 +350,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--ann-max", type=int, default=200_000,
                         help="largest size at which the faiss HNSW peer is built (its build is the slowest step)")
+    parser.add_argument("--ann-budget", type=float, default=900,
+                        help="seconds an ANN peer's build may take (projected from its first rows); else 'not built'")
     args = parser.parse_args(argv)
+    load = os.getloadavg()
+    print(f"{os.cpu_count()} CPUs; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}", flush=True)
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
         folder = Path(tempfile.mkdtemp(prefix=f"bench-memory-{n}-"))
         try:
             print(f"building {n:,} entries ...", flush=True)
-            results.append(bench(n, min(args.queries, n), folder, n <= args.ann_max))
+            results.append(bench(n, min(args.queries, n), folder, n <= args.ann_max, args.ann_budget))
             print(report(results[-1:]), flush=True)   # each size as soon as it is done
         finally:
             shutil.rmtree(folder, ignore_errors=True)

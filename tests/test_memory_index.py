@@ -202,3 +202,21 @@ def test_unwritable_index_folder_falls_back_to_the_exact_matrix(tmp_path, caplog
         (ws.db.path.parent / "vectors").write_text("not a folder")   # the index files cannot be made
         assert ws.memory.search("apples", "vector")[0].key == "a"
         assert ws.memory.index._matrix is not None and "shared vector index unavailable" in caplog.text
+
+
+def test_index_of_an_older_format_is_rebuilt_with_a_log_line(tmp_path, small_pq, caplog):
+    texts = _corpus(4000)
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store_many(_items(texts))
+        ws.memory.search("warm", "vector")
+        sh = ws.memory.index.shared_index()
+        state = sh.state()
+        assert state["format"] == shared_index.FORMAT and sh._pq is not None
+        old = {k: v for k, v in state.items() if k != "format"}       # as written before the format field
+        (sh.dir / "state.json").write_text(json.dumps(old))
+    with Workspace.open(tmp_path / "w", announce=False) as ws, caplog.at_level("WARNING"):
+        hits = ws.memory.search(texts[7], "vector", limit=1)
+        assert hits[0].key == "k7"
+        st = ws.memory.index.shared_index().state()
+        assert st["format"] == shared_index.FORMAT and st["gen"] == old["gen"] + 1 and st["n"] == 4000
+        assert "rebuilding the shared vector index" in caplog.text and "format 1 -> 2" in caplog.text

@@ -10,10 +10,13 @@ natural-language question still finds entries (see :func:`fts_search`).
 from __future__ import annotations
 
 import html
+import json
+import math
 import re
 from typing import Any
 
-__all__ = ["build_fts_query", "fts_terms", "relative_scores", "fts_search", "mark_snippet", "MAX_TERMS"]
+__all__ = ["build_fts_query", "fts_terms", "relative_scores", "fts_search", "fts_snippets", "mark_snippet",
+           "common_cap", "MAX_TERMS"]
 
 MAX_TERMS = 64  # FTS5 limits expression depth; a 10,000-character query keeps its first 64 distinct terms
 _PHRASE = re.compile(r'"([^"]*)"')
@@ -68,41 +71,144 @@ def relative_scores(raw: list[float]) -> list[float]:
     return out
 
 
-def fts_search(conn: Any, text: str, where: str, params: list[Any], limit: int) -> list[dict[str, Any]]:
-    """Ranked FTS hits; ``where``/``params`` filter the joined ``memory m`` rows inside the query.
+SCORE_CAP = 20_000   # a term in more entries than max(2,000, min(this, 5% of them)) is "common"
+FIRST_N = 500        # a query of common terms only ranks this many of its first matches
 
-    Entries containing every term come first (an ``AND`` query, cheap because it matches few rows).
-    If they are fewer than ``limit``, an ``OR`` query over the *selective* terms fills up the list:
-    terms found in more than 5% of the entries (and over 2,000 of them) are left out of that second
-    pass, as they barely move BM25 yet make it score most of the table (90 ms at 100k entries here).
+
+def common_cap(entries: int) -> int:
+    """Entries a term may occur in and still be scored by BM25 (see :func:`fts_search`)."""
+    return max(2000, min(SCORE_CAP, entries // 20))
+
+
+def fts_search(conn: Any, text: str, where: str, params: list[Any], limit: int,
+               df_cache: dict[str, tuple[int, int]] | None = None) -> list[dict[str, Any]]:
+    """Ranked FTS hits (``rid``, ``raw``, ``score``; no snippet: see :func:`fts_snippets`).
+
+    ``where``/``params`` filter the joined ``memory m`` rows inside the query.
+
+    Entries containing every term come first; if they are fewer than ``limit``, entries with any of
+    the *selective* terms fill up the list. Why the split: FTS5's ``bm25()`` counts, once per query,
+    every entry containing each term of the expression (its IDF), ~70 ns an entry here: a term in
+    95% of 1M entries costs ~65 ms before any hit is ranked (FTS p50 405 ms at 1M under load). So
+    only terms in at most :func:`common_cap` entries (2,000-20,000) are scored; a *common* term still
+    has to match (``+rowid IN`` its every-term match, which FTS5 answers by seeking, not counting),
+    it just adds nothing to BM25, as its IDF is small anyway (0 from 50% of entries up). A query of
+    common terms only ranks its first :data:`FIRST_N` every-term matches (rowid order) by a BM25
+    computed here from their text, with the counts ``df_cache`` remembers per term.
     """
     terms = fts_terms(text)
     if not terms or limit <= 0:
         return []
-    hits = _ranked(conn, " AND ".join(terms), where, params, limit)
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory'").fetchone()
+    entries = int(row[0]) if row else 0
+    cap = common_cap(entries)
+    dfs = {t: _df(conn, t, cap, entries, df_cache) for t in terms}
+    scored = [t for t in terms if dfs[t] <= cap]
+    every = " AND ".join(terms)
+    if len(scored) == len(terms):
+        hits = _ranked(conn, every, None, where, params, limit)
+    elif scored:
+        hits = _ranked(conn, " AND ".join(scored), every, where, params, limit)
+    else:
+        hits = _first_matches(conn, every, terms, dfs, entries, where, params, limit)
     if len(hits) < limit and len(terms) > 1:
-        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory'").fetchone()
-        cap = max(2000, (row[0] if row else 0) // 20)
-        dfs = [(conn.execute("SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?)",
-                             (t, cap + 1)).fetchone()[0], t) for t in terms]
-        keep = [t for df, t in dfs if df <= cap] or [min(dfs)[1]]
         seen = {h["rid"] for h in hits}
-        more = _ranked(conn, " OR ".join(keep), where, params, limit + len(seen))
+        if scored:
+            more = _ranked(conn, " OR ".join(scored), None, where, params, limit + len(seen))
+        else:
+            rare = min(terms, key=lambda t: dfs[t])
+            more = _first_matches(conn, rare, [rare], dfs, entries, where, params, limit + len(seen))
         hits += [h for h in more if h["rid"] not in seen][:limit - len(hits)]
     for h, score in zip(hits, relative_scores([h["raw"] for h in hits]), strict=True):
         h["score"] = score
     return hits
 
 
-def _ranked(conn: Any, expr: str, where: str, params: list[Any], limit: int) -> list[dict[str, Any]]:
-    sql = (
-        "SELECT m.rid, bm25(memory_fts, 2.0, 1.0) AS raw,"
-        " snippet(memory_fts, 1, char(2), char(3), '…', 24) AS snip"
-        " FROM memory_fts JOIN memory m ON m.rid = memory_fts.rowid"
-        f" WHERE memory_fts MATCH ? AND {where} ORDER BY raw LIMIT ?"
-    )
-    rows = conn.execute(sql, [expr, *params, limit]).fetchall()
-    return [{"rid": r[0], "raw": float(r[1]), "snippet": mark_snippet(r[2])} for r in rows]
+def _df(conn: Any, term: str, cap: int, entries: int, cache: dict[str, tuple[int, int]] | None) -> int:
+    """Entries containing ``term``, counted up to ``cap + 1`` (cached until the memory grows by a tenth)."""
+    if cache is not None:
+        got = cache.get(term)
+        if got is not None and entries <= got[1] * 1.1 + 100:
+            return got[0]
+    df = conn.execute("SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?)",
+                      (term, cap + 1)).fetchone()[0]
+    if cache is not None:
+        if len(cache) > 50_000:
+            cache.clear()
+        cache[term] = (df, entries)
+    return df
+
+
+def _ranked(conn: Any, expr: str, must: str | None, where: str, params: list[Any],
+            limit: int) -> list[dict[str, Any]]:
+    """BM25 over ``expr``; ``must``: an expression every hit must also match (not scored).
+
+    Ranked in FTS5 alone first, then the best ``2 limit + 16`` checked against ``where``: joining
+    ``memory`` for every match before ``ORDER BY ... LIMIT`` cost ~6x the ranking (p50 9.4 vs 1.4 ms for
+    the any-term pass at 100k). A filter that leaves too few of them gets the joined query.
+    """
+    also, extra = "", []
+    if must is not None:   # "+": a filter on the hits, not a rowid constraint FTS5 would loop over
+        also, extra = " AND +memory_fts.rowid IN (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?)", [must]
+    first = 2 * limit + 16
+    rows = conn.execute(f"SELECT rowid, bm25(memory_fts, 2.0, 1.0) AS raw FROM memory_fts WHERE memory_fts MATCH ?"
+                        f"{also} ORDER BY raw LIMIT ?", [expr, *extra, first]).fetchall()
+    ok = {r[0] for r in conn.execute(f"SELECT m.rid FROM memory m WHERE m.rid IN (SELECT value FROM json_each(?))"
+                                     f" AND {where}", [json.dumps([r[0] for r in rows]), *params])} if rows else set()
+    hits = [r for r in rows if r[0] in ok]
+    if len(hits) < limit and len(rows) == first:
+        hits = conn.execute(
+            "SELECT m.rid, bm25(memory_fts, 2.0, 1.0) AS raw FROM memory_fts JOIN memory m ON m.rid = memory_fts.rowid"
+            f" WHERE memory_fts MATCH ?{also} AND {where} ORDER BY raw LIMIT ?", [expr, *extra, *params, limit]).fetchall()
+    return [{"rid": r[0], "raw": float(r[1])} for r in hits[:limit]]
+
+
+def _first_matches(conn: Any, expr: str, terms: list[str], dfs: dict[str, int], entries: int, where: str,
+                   params: list[Any], limit: int) -> list[dict[str, Any]]:
+    """The first :data:`FIRST_N` matches of ``expr``, ranked by a BM25 computed from their text.
+
+    k1 1.2, b 0.75, key weight 2 (as ``bm25(memory_fts, 2.0, 1.0)``); term frequencies count the word
+    between spaces (a stemmed or prefixed form FTS5 matched counts once), the capped counts as document
+    frequencies.
+    """
+    rows = conn.execute(
+        "SELECT m.rid, m.key, m.content FROM (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?) f"
+        f" JOIN memory m ON m.rid = f.rowid WHERE {where}", [expr, FIRST_N, *params]).fetchall()
+    if not rows:
+        return []
+    words = [" " + (_WORD.findall(t) or [""])[0].lower() + " " for t in terms]   # a phrase: its first word
+    idf = [max(1e-6, math.log((entries - dfs[t] + 0.5) / (dfs[t] + 0.5))) for t in terms]
+    texts = [(f" {key.lower()} ", f" {content.lower()} ") for _, key, content in rows]
+    lengths = [2.0 * k.count(" ") + c.count(" ") for k, c in texts]   # words (+3: the padding)
+    avg = sum(lengths) / len(lengths) or 1.0
+    out = []
+    for (rid, _, _), (k, c), dl in zip(rows, texts, lengths, strict=True):
+        norm = 1.2 * (0.25 + 0.75 * dl / avg)
+        raw = 0.0
+        for w, i in zip(words, idf, strict=True):
+            tf = max(1.0, 2.0 * k.count(w) + c.count(w))   # FTS5 matched it: at least once (stems, prefixes)
+            raw -= i * tf * 2.2 / (tf + norm)
+        out.append({"rid": rid, "raw": raw})
+    out.sort(key=lambda h: h["raw"])
+    return out[:limit]
+
+
+def fts_snippets(conn: Any, text: str, rids: list[int]) -> dict[int, str]:
+    """``rid -> snippet`` (HTML, matches of any query term in ``<mark>``) for the hits actually shown.
+
+    Computed after ranking, for the few hits a search returns: ``snippet()`` in the ranking query ran
+    for every match before ``ORDER BY ... LIMIT`` (FTS5 tokenises each one).
+    """
+    expr = build_fts_query(text, "OR")
+    if expr is None:
+        return {}
+    out = {}
+    for rid in rids:
+        row = conn.execute("SELECT snippet(memory_fts, 1, char(2), char(3), '…', 24) FROM memory_fts"
+                           " WHERE memory_fts MATCH ? AND rowid = ?", (expr, rid)).fetchone()
+        if row is not None:
+            out[rid] = mark_snippet(row[0])
+    return out
 
 
 def mark_snippet(text: str | None) -> str:

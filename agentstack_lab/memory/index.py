@@ -9,17 +9,22 @@ written once, by whichever process first sees them in ``memory_vec_log``, into f
 * ``vec.f32`` (float32 rows, for exact rescoring), ``rid.i64`` and the filter codes ``ns.i32``,
   ``sess.i32``, ``agent.i32`` (slot order, append-only), ``dead.u8`` (1 = the slot's entry was deleted or
   rewritten; set in place, one byte);
-* ``pq.faiss``: a faiss ``IndexPQFastScan`` (product quantisation, 96 sub-quantisers of 4 bits: 48 bytes a
-  row, 48 MB at 1M) over slots ``[0, ntotal)``; each process loads it (~50 ms at 1M) and encodes the few
+* ``pq.faiss``: a faiss ``IndexPQFastScan`` (product quantisation, 192 sub-quantisers of 4 bits: 96 bytes a
+  row, 96 MB at 1M) over slots ``[0, ntotal)``; each process loads it (~0.1 s at 1M) and encodes the few
   slots appended since it was written;
-* ``state.json`` (replaced by atomic rename): generation, committed row count ``n``, the log position the
-  files reflect, and the code tables. Readers never look past ``n``; a writer truncates anything past ``n``
+* ``state.json`` (replaced by atomic rename): the file ``format`` (:data:`FORMAT`; an index of another
+  format is rebuilt from the vec0 table on the next sync, with a warning in the log), generation, committed
+  row count ``n``, the log position the files reflect, and the code tables. Readers never look past ``n``; a writer truncates anything past ``n``
   (a crashed append) before it appends. Writers serialise on ``lock`` (``flock``); readers never lock.
 
 Search: the fast-scan ranks every slot by asymmetric PQ distance (SIMD table lookups, ~8 ms at 1M), the
 best ``coarse(n)`` candidates that pass the filters are rescored exactly from ``vec.f32`` and the top
-``k`` returned with their exact cosine. Measured here (hash embedder, 3-word queries, 200k rows): 2,000
-candidates gave recall@10 0.994, 4,000 gave 0.998; 1,000 with 48-byte codes 0.973. Two measured
+``k`` returned with their exact cosine. Measured at 1M rows (hash embedder, 100 3-word queries, one thread,
+same run): 96 sub-quantisers (48-byte codes, format 1) gave recall@10 0.992 / 0.998 / 1.000 with 6,000 /
+12,000 / 24,000 candidates (another query set: 0.983 at 6,000), 192 sub-quantisers 0.998 / 0.999 with
+6,000 / 12,000; the scan costs ~1.5x more with 192, the rescoring ~2x less than with twice the candidates,
+so 192 at 6,000 was the fastest setting with recall >= 0.99 and a margin (scan + rescoring 47 vs 54 ms for
+96 at 12,000, under load). Two measured
 alternatives lost: sign-bit codes (``np.packbits`` + ``np.bitwise_count``) reached only recall 0.57 with
 16,000 candidates (the hash embedder leaves half the dimensions of a note at 0, whose sign says nothing),
 0.91 when masked to the query's non-zero dimensions; faiss HNSW at ef 64 reached 0.84 (issue 15) on the
@@ -56,7 +61,8 @@ log = logging.getLogger(__name__)
 __all__ = ["SharedIndex", "PQ_MIN", "coarse"]
 
 PQ_MIN = 20_000         # rows from which a PQ fast-scan is built (below: exact scan of the mapped rows)
-PQ_M = 96               # sub-quantisers (4 bits each): 48 bytes per row at 384 dims
+PQ_M = 192              # sub-quantisers (4 bits each): 96 bytes per row at 384 dims (2 dims each)
+FORMAT = 2              # state.json "format": 1 = 96 sub-quantisers (48-byte codes), 2 = 192 (96-byte codes)
 PQ_TRAIN = 20_000       # training sample
 PQ_TAIL = 25_000        # rows appended since pq.faiss was written before a writer rewrites it
 EXACT_ROWS = 20_000     # a filter keeping at most this many rows is searched exactly over them
@@ -142,13 +148,16 @@ class SharedIndex:
         ``fetch(rids)`` / ``read_all()`` -> the present rows from SQLite (same snapshot as ``top``).
         """
         s = self.state()
-        if s is not None and s["seq"] >= top:
+        if s is not None and s["seq"] >= top and s.get("format", 1) == FORMAT:
             return
         with self._lock():
             s = self.state()
-            if s is not None and s["seq"] >= top:
+            if s is not None and s["seq"] >= top and s.get("format", 1) == FORMAT:
                 return
-            if s is not None:
+            if s is not None and s.get("format", 1) != FORMAT:
+                log.warning("memory: rebuilding the shared vector index %s (format %s -> %s, %d rows)", self.dir,
+                            s.get("format", 1), FORMAT, s["n"] - s["dead"])
+            elif s is not None:
                 rids, pruned = changes(s["seq"])
                 live = s["n"] - s["dead"]
                 dead = s["dead"] + len(rids)    # at most: each changed rid kills its old slot
@@ -165,7 +174,7 @@ class SharedIndex:
         path = self._gen_dir(gen)
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
-        state = {"db": self.db_id, "dims": self.dims, "gen": gen, "n": 0, "dead": 0, "seq": top, "pq": 0,
+        state = {"format": FORMAT, "db": self.db_id, "dims": self.dims, "gen": gen, "n": 0, "dead": 0, "seq": top, "pq": 0,
                  "codes": {"ns": {}, "sess": {"": 0}, "agent": {"": 0}}}
         for name, dtype in _ARRAYS:
             (path / f"{name}.{np.dtype(dtype).str[1:]}").touch()

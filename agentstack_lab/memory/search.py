@@ -153,6 +153,10 @@ def search(memory: Memory, query: str, mode: SearchMode = "hybrid", *, namespace
     fts_hits: builtins.list[dict[str, Any]] = []
     vec_hits: builtins.list[tuple[int, float]] = []
     degraded: str | None = None
+    pending = None
+    if mode == "hybrid" and query.strip() and hasattr(memory.backend, "fts_async"):   # FTS beside the vectors
+        where, params = memory._where(namespace, agent_id, include_shared)
+        pending = memory.backend.fts_async(query, where, params, pool)
     if mode in ("vector", "hybrid") and query.strip():
         try:
             qv = _embed_query(memory, query)
@@ -168,7 +172,9 @@ def search(memory: Memory, query: str, mode: SearchMode = "hybrid", *, namespace
             floor = vector_floor(memory.embedder, query, memory.config.hybrid.min_vector_score)
             where, params = memory._where(namespace, agent_id, include_shared)
             vec_hits = [(r, s) for r, s in memory.backend.vector(qv, flt, where, params, pool) if s >= floor]
-    if mode in ("fts", "hybrid"):
+    if pending is not None:
+        fts_hits = pending.result()
+    elif mode in ("fts", "hybrid"):
         where, params = memory._where(namespace, agent_id, include_shared)
         fts_hits = memory.backend.fts(query, where, params, pool)
     if mode == "fts" or degraded:
@@ -182,7 +188,12 @@ def search(memory: Memory, query: str, mode: SearchMode = "hybrid", *, namespace
     if threshold is not None:
         ranked = [(rid, s) for rid, s in ranked if s >= threshold]
     ranked = ranked[:limit]
-    return SearchHits(_results(memory, ranked, {h["rid"]: h for h in fts_hits}, dict(vec_hits), degraded), degraded)
+    fts_by_rid = {h["rid"]: h for h in fts_hits}
+    late = [rid for rid, _ in ranked if rid in fts_by_rid and "snippet" not in fts_by_rid[rid]]
+    if late:   # snippets only for the hits returned (the SQLite backend ranks without them)
+        for rid, snip in memory.backend.snippets(query, late).items():
+            fts_by_rid[rid]["snippet"] = snip
+    return SearchHits(_results(memory, ranked, fts_by_rid, dict(vec_hits), degraded), degraded)
 
 
 def _results(memory: Memory, ranked: builtins.list[tuple[int, float]], fts: dict[int, dict[str, Any]],
@@ -198,7 +209,8 @@ def _results(memory: Memory, ranked: builtins.list[tuple[int, float]], fts: dict
             continue
         matched = {name for name, hits in (("fts", fts), ("vector", vec)) if rid in hits}
         scores = {**({"fts": fts[rid]["score"]} if rid in fts else {}), **({"vector": vec[rid]} if rid in vec else {})}
-        snippet = fts[rid]["snippet"] if rid in fts else _excerpt(row[3])
+        snippet = fts[rid].get("snippet") if rid in fts else None
+        snippet = _excerpt(row[3]) if snippet is None else snippet
         out.append(SearchResult(key=row[1], namespace=row[2], content=row[3], score=float(score),
                                 snippet=snippet, matched=matched, agent_id=row[4],
                                 metadata=json.loads(row[5]), scores=scores, degraded=degraded))

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +29,7 @@ from agentstack_lab.memory.backends.base import (
     entry_from_row,
     stale,
 )
-from agentstack_lab.memory.fts import fts_search
+from agentstack_lab.memory.fts import fts_search, fts_snippets
 from agentstack_lab.memory.vectors import VectorIndex, vec_metadata
 
 __all__ = ["SqliteBackend", "BULK_ROWS"]
@@ -67,6 +70,9 @@ class SqliteBackend:
         self.dimensions = dimensions
         self.index = VectorIndex(db, dimensions=dimensions, use_cache=config.vector.cache,
                                  shared=config.vector.index == "shared")
+        self._df_cache: dict[str, tuple[int, int]] = {}   # FTS term -> (capped entry count, entries then)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     def ensure(self, embedder_name: str, model: str) -> None:
         self.index.ensure(embedder_name, model)
@@ -239,7 +245,25 @@ class SqliteBackend:
 
     # --- search -------------------------------------------------------------------------------------
     def fts(self, query: str, where: str, params: list[Any], limit: int) -> list[dict[str, Any]]:
-        return fts_search(self.db.conn, query, where, params, limit)
+        return fts_search(self.db.conn, query, where, params, limit, self._df_cache)
+
+    def fts_async(self, query: str, where: str, params: list[Any], limit: int) -> Future | None:
+        """:meth:`fts` on a worker thread (its own connection) while the caller searches vectors.
+
+        SQLite and numpy/faiss release the GIL, so a hybrid search costs the slower of its two searches
+        rather than their sum. None (the caller runs :meth:`fts` itself) inside a transaction of the
+        calling thread, whose uncommitted rows another connection would not see.
+        """
+        if self.db.conn.in_transaction or not isinstance(getattr(self.db, "path", None), Path):
+            return None
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentstack-fts")
+        return self._pool.submit(self.fts, query, where, params, limit)
+
+    def snippets(self, query: str, rids: list[int]) -> dict[int, str]:
+        """Snippets of the FTS hits a search returns (computed after ranking)."""
+        return fts_snippets(self.db.conn, query, rids)
 
     def vector(self, query: np.ndarray, flt: Any, where: str, params: list[Any], k: int) -> list[tuple[int, float]]:
         return self.index.search(query, flt, k)
