@@ -211,7 +211,7 @@ def faiss_peers(mat: np.ndarray, rids: np.ndarray, qvecs: np.ndarray, truth: lis
                 out[f"hnsw_{ef}"], out[f"hnsw_{ef}_recall"] = pct(times), _recall(got, truth)
         hnsw.reset()
     else:
-        out["hnsw_not_built"] = "not built: above --ann-max (faiss HNSW build at 100k took 5.4 min here)"
+        out["hnsw_not_built"] = "not built: above --ann-max (its build is the slowest step: see the 100k row)"
     step("usearch build")
     try:
         from usearch.index import Index
