@@ -193,3 +193,23 @@ def test_ending_a_session_while_another_process_writes_leaves_nothing(tmp_path, 
         assert _rows(w, f"session:{sid}")["memory"] == 0
         assert _rows(w) == {"memory": 1, "fts": 1, "vector": 1}   # memory, FTS and vectors consistent
         assert w.sessions.status(sid).status == "ended"
+
+
+def test_a_session_ended_between_a_write_and_its_read_back_is_a_session_error(tmp_path, monkeypatch):
+    """The race the two-process test hits now and then, made deterministic: the end lands after the commit."""
+    from agentstack_lab.memory import Memory, SessionError
+
+    with Workspace.open(tmp_path, announce=False) as ws:
+        sid = ws.sessions.start(name="race").id
+        mem = ws.memory.scoped(sid)
+        real_write = Memory._write
+
+        def write_then_end(self, items):
+            n = real_write(self, items)
+            ws.sessions.end(sid)  # what another process's `session end` does between the two statements
+            return n
+
+        monkeypatch.setattr(Memory, "_write", write_then_end)
+        with pytest.raises(SessionError, match=f"session {sid} ended right after entry 'k' was written"):
+            mem.store("k", "a note")
+        assert ws.memory.stats()["memory"] == 0

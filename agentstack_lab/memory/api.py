@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agentstack_lab.errors import NotFoundError
 from agentstack_lab.memory.access import (
     AccessContext,
     MemoryValidationError,
+    SessionError,
     can_access_entry,
     derive_namespace,
     validate_access,
@@ -152,7 +154,12 @@ class Memory:
         item = self._item(key, content, namespace, agent_id, tags, metadata)
         self._write([item])
         got = self._get(item.namespace, item.key)
-        assert got is not None
+        if got is None:  # removed between the write's commit and this read: only another process can do that
+            if item.namespace.startswith("session:"):
+                raise SessionError(f"session {item.namespace.removeprefix('session:')} ended right after entry "
+                                   f"{item.key!r} was written; the entry went with the session")
+            raise NotFoundError(f"entry {item.key!r} in namespace {item.namespace!r} was deleted by another process "
+                           "right after it was written")
         return got
 
     def store_many(self, items: Iterable[Any], *, namespace: str | None = None,
