@@ -236,6 +236,16 @@ class EngineConfig(_Section):
     undo: UndoConfig = Field(default_factory=UndoConfig)
 
 
+class NotebookConfig(_Section):
+    """The notebook surface (``notebook/cellruns.py``).
+
+    ``rerun``: what re-running an ``%agent`` cell or clearing its output does to the run it showed:
+    ``stop`` it, or ``keep`` it going and list it in the cell's next output.
+    """
+
+    rerun: Literal["stop", "keep"] = "stop"
+
+
 class Config(_Section):
     """The whole configuration; every section is defaulted.
 
@@ -243,7 +253,7 @@ class Config(_Section):
     that sets an unknown key is told so instead of being silently ignored. ``drift`` and ``consensus``
     are read by ``tasks/`` and the engine's ``gate.py``; ``monitoring`` by ``monitoring/``; ``hooks``
     by ``hooks.py``; ``plugins.disabled`` by ``plugins.py`` and the workspace; ``engine.undo`` by the
-    live executor's journal (set by each run).
+    live executor's journal (set by each run); ``notebook.rerun`` by the notebook surface.
     """
 
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
@@ -256,6 +266,7 @@ class Config(_Section):
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)
+    notebook: NotebookConfig = Field(default_factory=NotebookConfig)
 
     _source: Path | None = PrivateAttr(default=None)
 

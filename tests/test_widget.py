@@ -229,7 +229,7 @@ def test_header_usage_elapsed_toggle_and_stop(sent):
     view.toggle.click()
     assert view.body.layout.display is None
     tree.apply(ToolResult(agent_id="root", tool="python", output={"stdout": "1\n", "text": "stdout:\n1", "error": None}))
-    body = _tools(view)[0].children[0].value
+    body = _tools(view)[0].children[0].children[0].value
     assert "x = 1\nprint(x)" in body and "stdout:\n1" in body  # code shown as code, output as the model saw it
     assert _tools(view)[0].titles == ("python ✓",)
     tree.apply(state("child", "running", "root"))
@@ -408,7 +408,7 @@ def test_after_edit_the_panel_shows_the_code_that_ran_and_its_traceback(sent):
     ])
     view = tree._views["root"]
     (panel,) = _tools(view)
-    body = panel.children[0].value
+    body = panel.children[0].children[0].value
     assert "code that ran (edited)" in body and "df[&#x27;revenue&#x27;]" in body
     assert "the model's original" in body and "hi\n" in body and "Traceback (most recent call last)" in body
     assert panel.titles == ("python ✗ · edited by you",)

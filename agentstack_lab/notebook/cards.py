@@ -4,8 +4,8 @@ One :class:`QueryCard` per pending query. It answers through ``respond(response)
 by the tree when the query is no longer pending (answered here, or from another surface: then
 :meth:`QueryCard.close` takes the note to leave, e.g. "answered from the terminal").
 
-Questions: a one-line answer box (Enter sends, as ``ipywidgets.Text`` reports it) plus Send and the
-offered choices; an empty answer is refused in the card. Approvals say how many lines will run and
+Questions: an answer box (:class:`~.controls.AnswerBox`: Enter sends, Shift+Enter adds a line) plus
+Send and the offered choices; an empty answer is refused in the card. Approvals say how many lines will run and
 where (your live kernel, which can change your variables, or an isolated subprocess); code longer
 than 12 lines shows its first 12 and a "Show all N lines" control; long lines scroll sideways. Names
 too big to snapshot for undo (``notSnapshotted``, see ``engine/provenance.py``) are listed above the code.
@@ -19,6 +19,7 @@ from typing import Any
 import ipywidgets as W
 
 from agentstack_lab.events import UserQuery
+from agentstack_lab.notebook.controls import AnswerBox
 from agentstack_lab.notebook.render import CODE_PREVIEW_LINES, code_box, markdown, where_code_runs
 from agentstack_lab.notebook.sanitize import escape
 
@@ -117,9 +118,8 @@ class QueryCard:
     # -- questions ------------------------------------------------------------------------------
     def _question(self) -> list[W.Widget]:
         q = self.query
-        self.answer = W.Text(placeholder="your answer (Enter sends)", layout=W.Layout(width="auto", margin="2px 0"))
+        self.answer = AnswerBox(on_submit=self.send, layout=W.Layout(width="auto", margin="2px 0"))
         self.answer.add_class("agentstack-answer")
-        self.answer.on_msg(self._on_text_msg)  # ipywidgets' Text sends {"event": "submit"} on Enter
         send = W.Button(description="Send", button_style="primary")
         send.add_class("agentstack-send")
         send.on_click(lambda _b: self.send())
@@ -132,13 +132,9 @@ class QueryCard:
         heading = W.HTML(f"<b>{escape(label)}</b>" + markdown(q.prompt))
         return [heading, self.answer, W.HBox(row)]
 
-    def _on_text_msg(self, _w: W.Widget, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and content.get("event") == "submit":
-            self.send()
-
-    def send(self) -> None:
-        """Send the typed answer; an empty one is refused with a note."""
-        value = self.answer.value
+    def send(self, value: str | None = None) -> None:
+        """Send the typed answer (or ``value``, what Enter submitted); an empty one is refused with a note."""
+        value = self.answer.value if value is None else value
         if not value.strip():
             self.say("type an answer first (or pick a choice)")
             return

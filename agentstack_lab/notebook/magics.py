@@ -217,39 +217,28 @@ def _session_id(workspace: Workspace, value: str | None) -> str | None:
     return session.id
 
 
-# -- one live run per cell -----------------------------------------------------------------------------
+# -- a cell's runs (notebook.rerun: cellruns.py) -------------------------------------------------------
 def _cell_request(shell: Any) -> tuple[str | None, list[str], str | None]:
-    """The executing cell's id, the cells the front end reports deleted, and the request's msg id.
+    from agentstack_lab.notebook.cellruns import cell_request
 
-    JupyterLab and Notebook 7 put ``cellId`` and ``deletedCells`` in the execute request's metadata.
-    """
-    parent = getattr(shell, "parent_header", None) or {}
-    meta = parent.get("metadata") or {}
-    deleted = meta.get("deletedCells") or []
-    return meta.get("cellId"), [c for c in deleted if isinstance(c, str)], (parent.get("header") or {}).get("msg_id")
+    return cell_request(shell)
+
+
+def _rerun_mode(magics: AgentstackMagics) -> str:
+    return magics.workspace.config.notebook.rerun
 
 
 def _claim_cell(shell: Any, run: Any) -> None:
-    """Record ``run`` as its cell's run; the cell's previous run (or a deleted cell's), if still going, stops.
+    """Record ``run`` as its cell's run; the cell's earlier runs stop (``notebook.rerun = stop``) or are listed."""
+    from agentstack_lab.notebook.cellruns import claim_cell
 
-    Re-running an ``%agent`` cell would otherwise leave the old run waiting for an answer nobody can
-    give any more (its widget is gone).
-    """
     magics = _magics(shell)
     if magics is None:
         return
     cell, deleted, _msg = _cell_request(shell)
-    for key, reason in [(c, "its cell was deleted") for c in deleted] + [(cell, "its cell was run again")]:
-        old = magics.cell_runs.pop(key, None) if key else None
-        if old is not None and old is not run and not old.done and old.status not in TERMINAL_STATUSES:
-            old.stop(reason=f"stopped: {reason}")
-            print(f"agentstack-lab: stopped the previous run of this cell ({reason})" if key == cell
-                  else f"agentstack-lab: stopped a run because {reason}")
-    if cell:
-        magics.cell_runs[cell] = run
-
-
-TERMINAL_STATUSES = ("completed", "failed", "stopped")
+    earlier = claim_cell(magics.cell_runs, cell, deleted, run, mode=_rerun_mode(magics))
+    if earlier:
+        magics.earlier[run] = earlier
 
 
 def start_agent(shell: Any, args: AgentArgs, *, workspace: Workspace | None = None) -> Any:
@@ -417,6 +406,13 @@ def agent_tree(run: Any, shell: Any = None) -> Any:
     tree = trees.get(run)
     if tree is None:
         tree = trees[run] = AgentTree(run)
+        if magics is not None:
+            from agentstack_lab.notebook.cellruns import EarlierRuns, output_gone
+
+            tree.on_gone = lambda how: output_gone(run, how, mode=_rerun_mode(magics))
+            earlier = magics.earlier.pop(run, None)
+            if earlier:
+                tree.show_earlier(EarlierRuns(earlier))
     return tree
 
 
@@ -531,7 +527,8 @@ class AgentstackMagics(Magics):
         super().__init__(shell)
         self._workspace = None
         self.trees: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-        self.cell_runs: dict[str, Any] = {}  # cell id -> the run it started last (re-running stops it)
+        self.cell_runs: dict[str, list[Any]] = {}  # cell id -> its runs still tracked (newest last)
+        self.earlier: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()  # run -> to list
 
     @property
     def workspace(self) -> Workspace:

@@ -17,6 +17,11 @@ changes, questions, tool calls, results) redraw at once. 10,000 deltas arriving 
 therefore cost at most ``2 * (1 + T / interval)`` content messages, whatever their count. While a
 tree follows a run, each working agent's elapsed time is also redrawn once a second (one message).
 
+Answers and code blocks (the code each tool call ran, fenced blocks of a result) carry "Copy" and
+"Insert as a new cell" (:mod:`.controls`). An invisible :class:`~.controls.Presence` child reports when
+the tree's output is cleared or its cell deleted; ``on_gone(how)`` (set by the magics) then stops the
+run or keeps it, by ``notebook.rerun``. ``earlier`` lists the cell's earlier runs still going.
+
 A front end answers by clicking the buttons or by a custom message to the tree widget:
 ``{"action": "respond", "agentId": ..., "queryId": ..., "response": ...}`` or
 ``{"action": "stop", "agentId": ...}``.
@@ -33,6 +38,8 @@ from typing import Any
 import ipywidgets as W
 
 from agentstack_lab.notebook.cards import QueryCard
+from agentstack_lab.notebook.controls import CSS as CONTROLS_CSS
+from agentstack_lab.notebook.controls import ActionBar, Presence, code_blocks
 from agentstack_lab.notebook.render import (
     THEME_CSS,
     markdown,
@@ -59,6 +66,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 0.25
 TICK = 1.0
+GONE_GRACE = 1.0  # seconds a cleared tree waits for a view to come back before its run is told
 
 Responder = Callable[[str, str, Any], None]
 Stopper = Callable[[str], None]
@@ -132,10 +140,14 @@ class _NodeView:
         self.query.add_class("agentstack-query")
         self.result = W.HTML()
         self.result.add_class("agentstack-result")
+        self.result_actions = W.VBox()  # Copy / Insert for the answer and each of its code blocks
+        self.result_actions.add_class("agentstack-result-actions")
+        self._result_text: str | None = None
         self.error = W.HTML()
         self.error.add_class("agentstack-error")
         self.children = W.VBox(layout=W.Layout(margin="0 0 0 1.4em"))
-        self.body = W.VBox([self.work, self.qa, self.query, self.result, self.error, self.children])
+        self.body = W.VBox([self.work, self.qa, self.query, self.result, self.result_actions, self.error,
+                              self.children])
         side = W.HBox([self.activity, self.meta, self.stop, self.confirm],
                       layout=W.Layout(flex="0 1 auto", margin="0 0 0 auto", align_items="center", max_width="100%",
                                       flex_flow="row wrap", justify_content="flex-end"))
@@ -144,7 +156,7 @@ class _NodeView:
         header.add_class("agentstack-header")
         self.box = W.VBox([header, self.body], layout=W.Layout(margin="2px 0"))
         self.box.add_class("agentstack-node")
-        for w in (self.qa, self.query, self.result, self.error, self.work):
+        for w in (self.qa, self.query, self.result, self.result_actions, self.error, self.work):
             _hidden(w, True)
         self.toggle.add_class("agentstack-toggle")
         self.meta.add_class("agentstack-meta")
@@ -217,10 +229,27 @@ class _NodeView:
             _set(self.result, "value", f'<div class="{cls}"><b>{label}</b>'
                                        f"{markdown(node.result if node.result is not None else node.content)}</div>")
         _hidden(self.result, not (node.result is not None or partial))
+        self._update_result_actions(node.result if node.result is not None else (node.content if partial else None))
         if node.error:
             cls = "agentstack-problem" + (" stopped" if node.status == "stopped" else "")
             _set(self.error, "value", f'<div class="{cls}"><b>{escape(node.status)}:</b> {escape(node.error)}</div>')
         _hidden(self.error, not node.error)
+
+    def _update_result_actions(self, text: str | None) -> None:
+        """One bar for the answer (a Markdown cell) and one per fenced code block in it (code cells)."""
+        if text == self._result_text:
+            return
+        self._result_text = text
+        _close_all(self.result_actions.children)
+        bars = []
+        if text is not None and text.strip():
+            anchor = self.tree.model_id
+            bars.append(ActionBar(text=text, cell_type="markdown", label="answer", anchor=anchor))
+            for i, (lang, code) in enumerate(code_blocks(text), 1):
+                bars.append(ActionBar(text=code, cell_type="code", label=f"code block {i}" + (f" ({lang})" if lang else ""),
+                                      anchor=anchor))
+        self.result_actions.children = tuple(bars)
+        _hidden(self.result_actions, not bars)
 
     def update_meta(self, node: NodeState, now: float) -> None:
         """The activity (with a spinner while working) and the usage and elapsed-time line."""
@@ -257,10 +286,15 @@ class _NodeView:
                 sig = (call.tool, call.done, call.error, call.decision)
                 if i < len(segs):
                     if segs[i][0][1] != sig:
-                        segs[i][1].children[0].value = tool_body(call)
+                        page = segs[i][1].children[0]
+                        page.children[0].value = tool_body(call)
+                        _set_code_bar(page.children[1], call.ran_code)
                         segs[i] = (("tool", sig), segs[i][1])
                     continue
-                panel = W.Accordion(children=(W.HTML(tool_body(call)),), titles=(tool_title(call),),
+                bar = ActionBar(label="code", anchor=self.tree.model_id)
+                _set_code_bar(bar, call.ran_code)
+                page = W.VBox([W.HTML(tool_body(call)), bar])
+                panel = W.Accordion(children=(page,), titles=(tool_title(call),),
                                     selected_index=None, _dom_classes=("agentstack-tool",))
                 segs.append((("tool", sig), panel))
         if len(segs) != len(self._segments) or any(a[1] is not b[1] for a, b in zip(segs, self._segments, strict=False)):
@@ -306,6 +340,12 @@ class _NodeView:
         _hidden(self.query, False)
 
 
+def _set_code_bar(bar: ActionBar, code: str | None) -> None:
+    """The tool panel's Copy / Insert act on the code that actually ran (hidden for tools without code)."""
+    _set(bar, "text", code or "")
+    _hidden(bar, not code)
+
+
 def _close_all(widgets: Iterable[W.Widget]) -> None:
     """Close widgets (and their children) that left the view, so their comms do not pile up."""
     for widget in widgets:
@@ -318,15 +358,23 @@ class AgentTree(W.VBox):
 
     def __init__(self, run: Any = None, *, responder: Responder | None = None, stopper: Stopper | None = None,
                  interval: float = DEFAULT_INTERVAL, clock: Callable[[], float] = time.monotonic, **kwargs: Any):
-        self.style = W.HTML(THEME_CSS, layout=W.Layout(height="0", overflow="hidden", margin="0"))
+        self.style = W.HTML(THEME_CSS.replace("</style>", CONTROLS_CSS + "</style>"),
+                            layout=W.Layout(height="0", overflow="hidden", margin="0"))
+        self.presence = Presence(on_event=self._on_presence)
+        self.views = 0  # front-end views showing this tree now (as the Presence child reports them)
+        self._gone: tuple[str, float] | None = None
+        self.on_gone: Callable[[str], None] | None = None  # called with "cleared" / "cell-deleted"
+        self.earlier = W.VBox()
+        self.earlier.add_class("agentstack-earlier")
         self.notice = W.HTML()
         self.hint = W.HTML('<span class="agentstack-hint">Working in the background: JupyterLab shows the kernel '
                            "as Idle and you can keep running cells.</span>")
         self.hint.add_class("agentstack-background")
         self.nodes_box = W.VBox()
-        super().__init__([self.style, self.notice, self.hint, self.nodes_box], **kwargs)
+        super().__init__([self.style, self.presence, self.notice, self.earlier, self.hint, self.nodes_box], **kwargs)
         self.add_class("agentstack-tree")
         _hidden(self.notice, True)
+        _hidden(self.earlier, True)
         _hidden(self.hint, True)
         self.state = TreeState(clock=clock)
         self.interval = interval
@@ -481,6 +529,45 @@ class AgentTree(W.VBox):
                 self.nodes_box.children = tuple(b for b in self.nodes_box.children if b is not view.box)
                 pbox = self._views[parent_id].children
                 pbox.children = (*pbox.children, view.box)
+
+    # -- where it is shown ------------------------------------------------------------------------
+    def _on_presence(self, event: str, how: str) -> None:
+        """Count the views; the last one cleared or its cell deleted: ``on_gone`` after ``GONE_GRACE``.
+
+        The grace lets a cell that only re-displays the tree (``run``) show it again first.
+        """
+        if event == "shown":
+            self.views += 1
+            self._gone = None
+            return
+        self.views = max(0, self.views - 1)
+        if self.views or how not in ("cleared", "cell-deleted"):
+            return
+        self._gone = (how, self._clock() + GONE_GRACE)
+        try:
+            asyncio.get_running_loop().call_later(GONE_GRACE, self.check_gone)
+        except RuntimeError:
+            pass  # no loop (tests): check_gone() is called by hand
+
+    def check_gone(self) -> None:
+        """Tell ``on_gone`` if no view came back within the grace."""
+        gone, self._gone = self._gone, None
+        if gone is None or self.views:
+            return
+        how, due = gone
+        if self._clock() < due:
+            self._gone = gone
+            return
+        if self.on_gone is not None:
+            try:
+                self.on_gone(how)
+            except Exception:  # a view problem must never break the kernel's comm handling
+                log.exception("agent tree: handling a removed output failed")
+
+    def show_earlier(self, widget: W.Widget) -> None:
+        """Show ``widget`` (the cell's earlier runs still going) above the tree."""
+        self.earlier.children = (widget,)
+        _hidden(self.earlier, False)
 
     # -- answering ---------------------------------------------------------------------------------
     def _say(self, text: str) -> None:
