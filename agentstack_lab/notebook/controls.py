@@ -26,7 +26,7 @@ from typing import Any
 import anywidget
 import traitlets as T
 
-__all__ = ["AnswerBox", "ActionBar", "Presence", "CSS", "code_blocks", "MAX_CODE_BLOCKS"]
+__all__ = ["AnswerBox", "ActionBar", "Presence", "CSS", "answer_bars", "code_blocks", "MAX_CODE_BLOCKS"]
 
 _STATIC = Path(__file__).with_name("static")
 MAX_CODE_BLOCKS = 4  # an answer's fenced code blocks that get their own Copy / Insert bar
@@ -111,3 +111,14 @@ def code_blocks(markdown_text: str, limit: int = MAX_CODE_BLOCKS) -> list[tuple[
         if len(out) >= limit:
             break
     return out
+
+
+def answer_bars(text: str | None, anchor: str) -> list[ActionBar]:
+    """One bar for an answer (a Markdown cell) and one per fenced code block in it (code cells)."""
+    if text is None or not text.strip():
+        return []
+    bars = [ActionBar(text=text, cell_type="markdown", label="answer", anchor=anchor)]
+    for i, (lang, code) in enumerate(code_blocks(text), 1):
+        bars.append(ActionBar(text=code, cell_type="code", anchor=anchor,
+                              label=f"code block {i}" + (f" ({lang})" if lang else "")))
+    return bars

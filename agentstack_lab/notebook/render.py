@@ -18,7 +18,7 @@ from agentstack_lab.notebook.sanitize import escape, markdown_to_html
 from agentstack_lab.notebook.tree import NodeState, ToolCallState, excerpt
 
 __all__ = ["THEME_CSS", "STATUS_VARS", "STATUS_LABELS", "CODE_PREVIEW_LINES", "pill", "markdown", "code_box",
-           "tool_title", "tool_body", "where_code_runs", "qa_html", "source_label", "MAX_TOOL_TEXT"]
+           "tool_title", "tool_body", "where_code_runs", "qa_html", "source_label", "MAX_TOOL_TEXT", "node_title"]
 
 MAX_TOOL_TEXT = 4000
 CODE_PREVIEW_LINES = 12  # longer code shows this many lines and a "Show all N lines" control
@@ -201,3 +201,20 @@ def qa_html(node: NodeState) -> str:
         items.append(f'<details class="agentstack-qa-item"><summary>{escape(summary)}</summary>'
                      f"<div><b>Q:</b> {escape(question)}</div><div><b>A:</b> {escape(shown)}</div></details>")
     return "".join(items)
+
+
+def node_title(node: NodeState, collapsed_result: bool) -> str:
+    """Agent type and prompt excerpt (never an internal id), clamped to two lines.
+
+    A folded finished subagent adds an excerpt of its result; the whole prompt excerpt is the tooltip.
+    """
+    prompt = escape(excerpt(node.prompt, 200))
+    marks = "".join(f'<span class="agentstack-flag" style="border:1px solid var(--jp-warn-color1);'
+                    f'color:var(--jp-ui-font-color0);border-radius:8px;padding:0 6px;margin-right:4px;'
+                    f'font-size:85%;white-space:nowrap">{escape(b)}</span>' for b in node.badges)
+    text = marks + f"<b>{escape(node.type)}</b>" + (f" · {prompt}" if prompt else "")
+    if collapsed_result:
+        done = node.result if node.result is not None else (node.error or "")
+        text += f' <span class="agentstack-quiet">→ {escape(excerpt(done, 90))}</span>'
+    return (f'<div title="{prompt}" style="line-height:1.35;overflow-wrap:anywhere;overflow:hidden;'
+            f'display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:2">{text}</div>')

@@ -39,10 +39,11 @@ import ipywidgets as W
 
 from agentstack_lab.notebook.cards import QueryCard
 from agentstack_lab.notebook.controls import CSS as CONTROLS_CSS
-from agentstack_lab.notebook.controls import ActionBar, Presence, code_blocks
+from agentstack_lab.notebook.controls import ActionBar, Presence, answer_bars
 from agentstack_lab.notebook.render import (
     THEME_CSS,
     markdown,
+    node_title,
     pill,
     qa_html,
     source_label,
@@ -55,7 +56,6 @@ from agentstack_lab.notebook.tree import (
     NodeState,
     TreeState,
     activity,
-    excerpt,
     format_elapsed,
     tree_to_text,
 )
@@ -81,23 +81,6 @@ def _hidden(widget: W.Widget, hidden: bool) -> None:
 def _set(widget: W.Widget, name: str, value: Any) -> None:
     if getattr(widget, name) != value:  # traitlets skips equal values too; this keeps intent visible
         setattr(widget, name, value)
-
-
-def _title(node: NodeState, collapsed_result: bool) -> str:
-    """Agent type and prompt excerpt (never an internal id), clamped to two lines.
-
-    A folded finished subagent adds an excerpt of its result; the whole prompt excerpt is the tooltip.
-    """
-    prompt = escape(excerpt(node.prompt, 200))
-    marks = "".join(f'<span class="agentstack-flag" style="border:1px solid var(--jp-warn-color1);'
-                    f'color:var(--jp-ui-font-color0);border-radius:8px;padding:0 6px;margin-right:4px;'
-                    f'font-size:85%;white-space:nowrap">{escape(b)}</span>' for b in node.badges)
-    text = marks + f"<b>{escape(node.type)}</b>" + (f" · {prompt}" if prompt else "")
-    if collapsed_result:
-        done = node.result if node.result is not None else (node.error or "")
-        text += f' <span class="agentstack-quiet">→ {escape(excerpt(done, 90))}</span>'
-    return (f'<div title="{prompt}" style="line-height:1.35;overflow-wrap:anywhere;overflow:hidden;'
-            f'display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:2">{text}</div>')
 
 
 class _NodeView:
@@ -212,7 +195,7 @@ class _NodeView:
         root = node.parent_id is None
         _hidden(self.stop, not root or node.status in TERMINAL or self._asking)
         folded = node.parent_id is not None and node.status in TERMINAL and self.body.layout.display == "none"
-        _set(self.title, "value", _title(node, folded))
+        _set(self.title, "value", node_title(node, folded))
         self.update_meta(node, now)
         self._update_transcript(node)
         if node.result is not None and not self._folded:
@@ -241,13 +224,7 @@ class _NodeView:
             return
         self._result_text = text
         _close_all(self.result_actions.children)
-        bars = []
-        if text is not None and text.strip():
-            anchor = self.tree.model_id
-            bars.append(ActionBar(text=text, cell_type="markdown", label="answer", anchor=anchor))
-            for i, (lang, code) in enumerate(code_blocks(text), 1):
-                bars.append(ActionBar(text=code, cell_type="code", label=f"code block {i}" + (f" ({lang})" if lang else ""),
-                                      anchor=anchor))
+        bars = answer_bars(text, self.tree.model_id)
         self.result_actions.children = tuple(bars)
         _hidden(self.result_actions, not bars)
 
@@ -342,7 +319,8 @@ class _NodeView:
 
 def _set_code_bar(bar: ActionBar, code: str | None) -> None:
     """The tool panel's Copy / Insert act on the code that actually ran (hidden for tools without code)."""
-    _set(bar, "text", code or "")
+    if bar.text != (code or ""):
+        bar.text = code or ""
     _hidden(bar, not code)
 
 

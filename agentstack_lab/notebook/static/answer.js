@@ -12,16 +12,22 @@ export default {
       area.style.height = "auto";
       area.style.height = Math.min(area.scrollHeight + 2, 240) + "px";
     };
-    area.addEventListener("input", () => {
+    const typed = () => {
       model.set("value", area.value);
       model.save_changes();
       grow();
-    });
+    };
+    area.addEventListener("input", typed);
     area.addEventListener("keydown", event => {
       if (event.key !== "Enter" || event.isComposing) return;
       event.stopPropagation(); // neither Enter nor Shift+Enter is the notebook's "run cell" here
-      if (event.shiftKey || event.altKey || event.ctrlKey || event.metaKey) return; // Shift+Enter: a new line
       event.preventDefault();
+      if (event.shiftKey) { // a new line at the caret (the notebook would otherwise take Shift+Enter)
+        area.setRangeText("\n", area.selectionStart, area.selectionEnd, "end");
+        typed();
+        return;
+      }
+      if (event.altKey || event.ctrlKey || event.metaKey) return;
       model.set("value", area.value);
       model.save_changes();
       model.send({ event: "submit", value: area.value });
@@ -31,6 +37,7 @@ export default {
     };
     model.on("change:value", changed);
     el.classList.add("agentstack-answer-box-input");
+    el.setAttribute("data-lm-suppress-shortcuts", "true"); // JupyterLab's shortcuts leave the box alone
     el.appendChild(area);
     return () => model.off("change:value", changed);
   },
