@@ -216,9 +216,22 @@ def _set_theme(page, name: str) -> None:
 
 
 def _screenshot(locator, name: str) -> None:
-    """A README screenshot under notebooks/screenshots/ (PNG, kept small: the tree only, no device scaling)."""
+    """A README screenshot under notebooks/screenshots/ (PNG, kept small: the tree only, no device scaling).
+
+    The page is made tall enough to hold the whole tree (a taller element in the notebook's scrolling
+    panel comes out clipped), and notification toasts are left out of the picture.
+    """
     DOCS.mkdir(exist_ok=True)
-    locator.screenshot(path=str(DOCS / name), animations="disabled")
+    page = locator.page
+    size = page.viewport_size
+    height = locator.evaluate("e => e.getBoundingClientRect().height")
+    page.set_viewport_size({"width": size["width"], "height": min(4000, int(height) + 400)})
+    try:
+        locator.scroll_into_view_if_needed()
+        locator.screenshot(path=str(DOCS / name), animations="disabled",
+                           style=".Toastify, .Toastify__toast-container { display: none !important; }")
+    finally:
+        page.set_viewport_size(size)
 
 
 def _agent_rows(root: Path) -> list[tuple[str, str, str | None]]:
@@ -239,7 +252,8 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
     with sync_playwright() as pw:
         browser = pw.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 700, "height": 1000})  # narrow: the header must still read on one row
+            viewport={"width": 700, "height": 1000},  # narrow: the header must still read on one row
+            permissions=["clipboard-read", "clipboard-write"])  # Copy is read back from the clipboard
         page = browser.pages[0] if browser.pages else browser.new_page()
         try:
             page.set_default_timeout(20_000)
@@ -251,7 +265,7 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
                           " await window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
             tree = page.locator(".agentstack-tree")
-            answer = tree.locator(".agentstack-answer input")
+            answer = tree.locator(".agentstack-answer textarea")
             expect(answer).to_be_visible()
             expect(tree.locator(".agentstack-query")).to_contain_text("Which measure of sales do you mean?")
             expect(tree.locator(".agentstack-status-waiting_user")).to_have_count(1)
@@ -265,8 +279,13 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
             answer.press("Enter")  # an empty answer is refused in the card
             expect(tree.locator(".agentstack-card-note")).to_contain_text("type an answer first")
             answer.fill("total revenue")
-            page.wait_for_timeout(200)  # the typed value reaches the kernel before Enter's submit
-            answer.press("Enter")  # Enter sends
+            answer.press("Shift+Enter")  # a new line, not sent (and not JupyterLab's "run cell")
+            answer.press_sequentially("(all regions)")
+            assert answer.input_value() == "total revenue\n(all regions)"
+            page.wait_for_timeout(300)
+            expect(tree.locator(".agentstack-status-waiting_user")).to_have_count(1)
+            expect(answer).to_be_visible()
+            answer.press("Enter")  # Enter sends (the value travels with it)
 
             approve = tree.locator("button.agentstack-approve")
             expect(approve).to_be_visible()
@@ -286,7 +305,8 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
             expect(expand).to_have_text("Show less")
             page.wait_for_function("() => { const e = document.querySelector('.agentstack-code-view pre');"
                                    " return e && e.scrollHeight <= e.clientHeight + 1; }")
-            expect(tree.locator(".agentstack-qa").first).to_contain_text("total revenue (by you)")  # the answer stays
+            expect(tree.locator(".agentstack-qa").first).to_contain_text(
+                "total revenue (all regions) (by you)")  # the answer stays
             _assert_contrast(page, "light 700 px, approval")
             _assert_header_fits(tree.locator(".agentstack-node").first)
             tree.screenshot(path=str(SCREENSHOT.with_name("agentstack-browser-approval.png")))
@@ -345,6 +365,23 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
             expect(tool).to_contain_text("Traceback")  # and the whole traceback, not only the last line
             expect(tool).to_contain_text("KeyError: 'revenue'")
             expect(nodes.first.locator(".agentstack-qa").first).to_contain_text("Code edited by you")
+
+            # Copy puts the code that ran on the clipboard; Insert adds it as a new cell below the tree's cell.
+            tool.locator("button.agentstack-copy").click()
+            expect(tool.locator(".agentstack-actions-status")).to_have_text("copied")
+            assert page.evaluate("navigator.clipboard.readText()") == edited
+            cells = page.locator(".jp-Notebook .jp-Cell")
+            count = cells.count()
+            tool.locator("button.agentstack-insert").click()
+            expect(cells).to_have_count(count + 1)
+            expect(tool.locator(".agentstack-actions-status")).to_have_text("inserted as cell 3")
+            assert page.evaluate("() => { const c = window.jupyterapp.shell.currentWidget.content.model.sharedModel"
+                                 ".cells[2]; return [c.cell_type, c.getSource()]; }") == ["code", edited]
+            answer_bar = nodes.first.locator(".agentstack-result-actions .agentstack-actions").first
+            answer_bar.locator("button.agentstack-copy").click()  # the answer, as Markdown
+            expect(answer_bar.locator(".agentstack-actions-status")).to_have_text("copied")
+            assert page.evaluate("navigator.clipboard.readText()").startswith(
+                "The code ran.\n\nThe best year was **2023** (measure: total revenue).")
             _assert_contrast(page, "light 700 px, finished")
             _assert_header_fits(nodes.nth(1))
             page.set_viewport_size({"width": 1400, "height": 1000})
@@ -378,6 +415,12 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
             expect(page.locator(".agentstack-tree .agentstack-status-stopped")).to_have_count(1)
             expect(page.locator(".agentstack-tree .agentstack-error")).to_contain_text("stopped by the user")
             _assert_contrast(page, "dark 700 px, stopped")
+            # Clearing the cell's output stops its run too (notebook.rerun = stop): nothing is left waiting.
+            page.evaluate("async () => { const nb = window.jupyterapp.shell.currentWidget.content;"
+                          " nb.activeCellIndex = 1; await window.jupyterapp.commands.execute('notebook:run-cell'); }")
+            expect(page.locator(".agentstack-tree .agentstack-status-waiting_user")).to_have_count(1)
+            page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-cell-output')")
+            expect(page.locator(".agentstack-tree")).to_have_count(0)
             deadline = time.monotonic() + 10
             while True:  # the event log writes agent rows in batches
                 rows = _agent_rows(root)
@@ -386,8 +429,9 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
                 assert time.monotonic() < deadline, rows
                 time.sleep(0.2)
             runs = {r for r, _s, parent in rows if parent is None}
-            assert len(runs) == 3, rows  # the first run, the re-run that was stopped, the one stopped by hand
-            assert sorted(s for _r, s, parent in rows if parent is None) == ["completed", "stopped", "stopped"], rows
+            # the first run, the re-run that was stopped, the one stopped by hand, the one whose output was cleared
+            assert len(runs) == 4, rows
+            assert sorted(s for _r, s, parent in rows if parent is None) == ["completed"] + ["stopped"] * 3, rows
             _set_theme(page, "JupyterLab Light")
             assert not errors, errors
         finally:
