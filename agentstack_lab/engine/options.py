@@ -101,6 +101,9 @@ class RunOptions:
     """Seconds (or ``"90s"``, ``"10m"``, ``"1h"``) a question waits before it expires and the run fails closed."""
     coordinate: bool = False  # the root's subquestions go through the durable queue (engine/coordinate.py)
     max_workers: int = 4  # in-process workers a coordinated run may spawn (external workers come on top)
+    cluster: Any = None
+    """Where a coordinated run places its subagents instead of in-process workers: a Dask scheduler
+    (``tcp://host:8786``), ``"local"`` (a LocalCluster for this run) or a ``distributed.Client``."""
 
     def __post_init__(self) -> None:
         for name in ("max_depth", "max_children", "max_agents", "max_turns", "max_workers"):
@@ -118,6 +121,12 @@ class RunOptions:
             raise ValueError(f"RunOptions.identity must be a non-empty identity id or name, got {self.identity!r}")
         if self.on_query is not None and self.on_query not in ON_QUERY:
             raise ValueError(f"RunOptions.on_query must be one of {', '.join(ON_QUERY)}, got {self.on_query!r}")
+        if isinstance(self.cluster, str) and self.cluster != "local" and "://" not in self.cluster:
+            raise ValueError(f"RunOptions.cluster must be a Dask scheduler address (tcp://host:8786) or 'local', "
+                             f"got {self.cluster!r}")
+        if self.cluster is not None and not isinstance(self.cluster, str) and not hasattr(self.cluster, "submit"):
+            raise ValueError(f"RunOptions.cluster must be an address, 'local' or a distributed.Client, "
+                             f"got {type(self.cluster).__name__}")
         self.decision_timeout = parse_duration(self.decision_timeout, "RunOptions.decision_timeout")
         bad = sorted(set(self.answers) - set(QUERY_KINDS))
         if bad:

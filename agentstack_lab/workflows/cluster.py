@@ -28,17 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentstack_lab.errors import AgentstackError
+from agentstack_lab.coordination.dask import ClusterError, connect_cluster, import_distributed
 from agentstack_lab.workflows.batch import RunSpec, notebook_kernel
 from agentstack_lab.workflows.execute import RunResult
 
 __all__ = ["ClusterError", "ClusterRun", "run_batch_on_cluster", "connect_cluster", "ensure_pool"]
 
 EVENT_TOPIC = "agentstack-workflow-attempt"
-
-
-class ClusterError(AgentstackError, RuntimeError):
-    """The Dask cluster cannot be used: extra missing, scheduler unreachable or a bad address."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,29 +45,6 @@ class ClusterRun:
     attempts: int = 1
     workers: list[str] = field(default_factory=list)
     pool: dict[str, Any] | None = None  # the serving worker's pool: id, pid, zygotePid, run (its n-th run)
-
-
-def _import_distributed() -> Any:
-    try:
-        import distributed
-    except ImportError:
-        raise ClusterError("--cluster needs Dask: pip install 'agentstack-lab[dask]'") from None
-    return distributed
-
-
-def connect_cluster(address: str, *, n_workers: int = 2, timeout: float = 30.0) -> tuple[Any, Any]:
-    """``(client, local_cluster_or_None)`` for ``address`` (``"local"`` starts a LocalCluster of processes)."""
-    distributed = _import_distributed()
-    if address == "local":
-        cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                           dashboard_address=None)
-        return distributed.Client(cluster), cluster
-    if "://" not in address:
-        raise ClusterError(f"cluster address must look like tcp://host:8786 or be 'local', got {address!r}")
-    try:
-        return distributed.Client(address, timeout=timeout), None
-    except (OSError, TimeoutError) as exc:
-        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
 
 
 def _run_on_worker(spec: dict[str, Any], options: dict[str, Any], key: str, plugin: str) -> dict[str, Any]:
@@ -123,7 +96,7 @@ def run_batch_on_cluster(specs: list[RunSpec], *, cluster: str | Any, kernel_nam
     runs its share on its own kernel pool of ``pool_size`` ready kernels (``kernel_name``, default the
     first notebook's kernelspec).
     """
-    distributed = _import_distributed()
+    distributed = import_distributed()
     own = not isinstance(cluster, distributed.Client)
     client, local = connect_cluster(cluster, n_workers=n_workers) if own else (cluster, None)
     batch = uuid.uuid4().hex[:8]
