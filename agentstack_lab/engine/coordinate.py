@@ -126,11 +126,11 @@ class RunCoordination:
         if cluster is not None:
             from agentstack_lab.coordination.dask import DaskPlacement
 
-            db_path = getattr(run.workspace.db, "path", None)
-            if db_path is None or str(db_path) == ":memory:":
+            ws = run.workspace
+            db_path = ws.db.path
+            if str(db_path) == ":memory:":
                 raise UsageError("a coordinated run on a Dask cluster needs a workspace database file the "
                                  "workers can open (not an in-memory one)")
-            ws = run.workspace
             self.placement = DaskPlacement(cluster, run_task_on_dask,
                                            (str(ws.root), str(Path(db_path).resolve()), ws.config, self.queue.lease_s))
 
