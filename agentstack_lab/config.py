@@ -125,6 +125,16 @@ class AgentsConfig(_Section):
     timeout_s: float | None = Field(None, gt=0)
     auto_approve: bool = False
     executor: Literal["live", "subprocess"] = "live"
+    # Dask scheduler where coordinated runs (--coordinate) place their subagents ("tcp://host:8786" or
+    # "local"); None: in-process workers and any `agentstack-lab worker` process
+    cluster: str | None = None
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster_address(cls, value: str | None) -> str | None:
+        if value is not None and value != "local" and "://" not in value:
+            raise PydanticCustomError("cluster", "must be a Dask scheduler address like tcp://host:8786, or 'local'")
+        return value
 
 
 class DriftConfig(_Section):

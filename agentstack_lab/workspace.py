@@ -232,6 +232,17 @@ class Workspace:
         return self._sessions
 
     @property
+    def session_lookup(self) -> Callable[[str], bool] | None:
+        """How tasks check a session id: ``None`` when sessions live in :attr:`db`, else a backend lookup.
+
+        In :attr:`db` the check runs in the task's own transaction; with PostgreSQL memory the session
+        is looked up there, as ``tasks.session_id`` cannot hold a foreign key to another database.
+        """
+        if self.config.memory.backend != "postgres":
+            return None
+        return lambda session_id: self.sessions.get(session_id) is not None
+
+    @property
     def spawner(self) -> Spawner:
         """Agents persisted in this workspace (``agents`` table), checked against :attr:`agent_types`."""
         from agentstack_lab.agents.spawner import Spawner

@@ -105,3 +105,40 @@ def test_nul_characters_are_refused_with_one_line(ws, backend):
     with pytest.raises(MemoryValidationError, match="NUL character"):
         ws.memory.store_many([("ok", "fine"), ("k", "a\x00b")])
     assert ws.memory.count() == 0
+
+
+def test_tasks_of_a_postgres_session(team):
+    """Sessions live in PostgreSQL: tasks (created directly, or by an engine run) still carry the session,
+    checked through the memory backend since ``tasks.session_id`` holds no foreign key (issue 15 gap)."""
+    import asyncio
+
+    from agentstack_lab.engine import AgentRun
+    from agentstack_lab.engine.options import RunOptions
+    from agentstack_lab.providers.scripted import ScriptedProvider
+    from agentstack_lab.tasks import TaskService
+    from agentstack_lab.tasks.store import TaskError
+
+    cli = [sys.executable, "-m", "agentstack_lab.cli", "-w", str(team)]
+    with Workspace.open(team, announce=False) as ws:
+        session = ws.sessions.start("team work")
+        assert ws.db.query("SELECT count(*) FROM sessions")[0][0] == 0          # not in the SQLite file
+        made = subprocess.run([*cli, "task", "create", "write the parser", "--session", session.id, "--json"],
+                              capture_output=True, text=True, timeout=120)
+        assert made.returncode == 0, made.stderr
+        task_id = json.loads(made.stdout)["task"]["id"]
+        assert ws.db.query("SELECT session_id FROM tasks WHERE id = ?", (task_id,))[0][0] == session.id
+        with pytest.raises(TaskError, match="^no session with id 'nope'$"):
+            TaskService.of(ws).create("coder", "x", session_id="nope")
+        bad = subprocess.run([*cli, "task", "create", "x", "--session", "nope"], capture_output=True, text=True,
+                             timeout=120)
+        assert bad.returncode != 0 and "no session with id 'nope'" in bad.stderr
+        assert ws.db.query("SELECT count(*) FROM tasks")[0][0] == 1              # nothing created
+        run = AgentRun("how are sales trending?", workspace=ws, provider=ScriptedProvider(), session_id=session.id,
+                       options=RunOptions(final_question=False))
+
+        async def main() -> None:
+            await run
+
+        asyncio.run(main())
+        rows = ws.db.query("SELECT session_id FROM tasks WHERE run_id = ?", (run.id,))
+        assert len(rows) == 3 and {r[0] for r in rows} == {session.id}          # the run's agents, in the session

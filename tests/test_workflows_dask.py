@@ -77,3 +77,50 @@ def test_twelve_notebooks_on_two_workers_one_killed_mid_batch(tmp_path):
     assert retried, [r.workers for r in runs]                      # the lost worker's runs ran again
     assert all(r.workers[0] == killed["addr"] and r.workers[-1] != killed["addr"] for r in retried)
     assert all(r.attempts == 1 for r in runs if killed["addr"] not in r.workers)
+
+
+def _pid_notebook(path: Path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("n = 0")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("import os\nprint(os.getpid(), os.getppid(), 'seen' in globals())\n"
+                                                  "seen = n")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+def test_runs_on_a_worker_are_served_by_that_workers_kernel_pool(tmp_path):
+    import psutil
+
+    from agentstack_lab.workflows.cluster import run_batch_on_cluster
+
+    nbs = [_pid_notebook(tmp_path / f"pid{i}.ipynb") for i in range(4)]
+    specs, later = plan_runs(nbs, {}, None, tmp_path / "out"), plan_runs(nbs[:2], {}, None, tmp_path / "out2")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        worker_pids = client.run(os.getpid)
+        runs = run_batch_on_cluster(specs, cluster=client, pool_size=1)
+        again = run_batch_on_cluster(later, cluster=client, pool_size=1)   # the same pools, still warm
+        zygote_parents = {addr: {p.ppid() for p in psutil.Process(pid).children()} for addr, pid in worker_pids.items()}
+
+    assert [r.result.status for r in runs + again] == ["pass"] * 6
+    kernels = []
+    for spec, run in zip(specs + later, runs + again, strict=True):
+        [addr] = run.workers
+        pool = run.pool
+        assert pool["pid"] == worker_pids[addr] and pool["forked"]         # the pool lives in the serving worker
+        out = nbformat.read(spec.output, as_version=4).cells[1].outputs[0]["text"].split()
+        kernel_pid, kernel_parent, reused = int(out[0]), int(out[1]), out[2]
+        assert reused == "False"                                          # a fresh kernel: nothing left by a run
+        assert kernel_parent == pool["zygotePid"]                         # forked from that pool's zygote
+        kernels.append((addr, pool["id"], pool["run"], kernel_pid))
+    assert len({k[3] for k in kernels}) == 6                              # one kernel per run, never reused
+    by_worker: dict[str, set] = {}
+    for addr, pool_id, _n, _ in kernels:
+        by_worker.setdefault(addr, set()).add(pool_id)
+    assert all(len(ids) == 1 for ids in by_worker.values())               # one pool per worker, kept across batches
+    assert len({next(iter(ids)) for ids in by_worker.values()}) == len(by_worker)
+    for addr in by_worker:                                                # each pool counted its own runs 1, 2, 3 ...
+        assert sorted(n for a, _, n, _ in kernels if a == addr) == list(range(1, 1 + sum(k[0] == addr for k in kernels)))
+    assert all(worker_pids[a] in parents for a, parents in zygote_parents.items() if a in by_worker)

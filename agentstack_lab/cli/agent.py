@@ -176,6 +176,10 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
                 coordinate: bool = typer.Option(False, "--coordinate",
                                                 help="Queue the root's subquestions on the durable queue (workers run them)."),
                 max_workers: int = typer.Option(None, "--max-workers", help="In-process workers of a --coordinate run."),
+                cluster: str = typer.Option(None, "--cluster", metavar="ADDR",
+                                            help="Place a --coordinate run's subagents on a Dask cluster: "
+                                                 "tcp://scheduler:8786, or 'local' (default: agents.cluster of "
+                                                 "the config; needs the dask extra)."),
                 max_depth: int = typer.Option(None, "--max-depth"),
                 timeout: float = typer.Option(None, "--timeout", help="Wall-clock budget in seconds."),
                 session: str = typer.Option(None, "--session", "-s", help="Run within this session."),
@@ -204,6 +208,13 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
                                "coordinate": coordinate}
     if max_workers is not None:
         options["max_workers"] = check_int("--max-workers", max_workers, maximum=1_000)
+    if cluster is not None:
+        if not coordinate:
+            raise UsageError("--cluster only applies with --coordinate")
+        from agentstack_lab.coordination.dask import check_address
+
+        check_address(cluster)
+        options["cluster"] = cluster
     if max_depth is not None:
         options["max_depth"] = check_int("--max-depth", max_depth, maximum=1_000)
     if timeout is not None:

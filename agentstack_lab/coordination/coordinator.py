@@ -10,6 +10,10 @@ External ``agentstack-lab worker`` processes that joined the workspace take task
 queue, whichever claims first. ``wait(task_id)`` returns the finished task (result or error), from
 whichever process ran it. ``shutdown()`` stops every in-process worker and clears the group's
 unfinished tasks (their workers see the cancellation at their next heartbeat).
+
+With a ``placement`` (:class:`~agentstack_lab.coordination.dask.DaskPlacement`) no in-process worker
+is spawned: each submitted task is also handed to the placement, which runs it on a Dask worker
+through the same queue row (lease, heartbeat, exactly-once completion); ``shutdown()`` closes it.
 """
 
 from __future__ import annotations
@@ -32,15 +36,16 @@ class Coordinator:
     """Submit tasks to the durable queue and run them with on-demand in-process workers (and external ones)."""
 
     def __init__(self, queue: TaskQueue, runner: Runner | None = None, *, max_workers: int = 4,
-                 group_id: str | None = None):
+                 group_id: str | None = None, placement: Any = None):
         if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 0:
             raise QueueError(f"max_workers must be a non-negative integer, got {max_workers!r}")
-        if max_workers and runner is None:
+        if max_workers and runner is None and placement is None:
             raise QueueError("a coordinator with in-process workers needs a runner")
         self.queue = queue
         self.runner = runner
         self.max_workers = max_workers
         self.group_id = group_id or str(uuid.uuid4())
+        self.placement = placement
         self.workers: list[tuple[Worker, asyncio.Task[None]]] = []
         self.spawned = 0
         self._closed = False
@@ -52,7 +57,10 @@ class Coordinator:
             raise QueueError("this coordinator was shut down")
         task = self.queue.enqueue(agent_type, input, priority=priority, payload=payload, task_id=task_id,
                                   group_id=self.group_id, max_attempts=max_attempts)
-        self._ensure_worker(agent_type)
+        if self.placement is not None:
+            self.placement.place(task)
+        else:
+            self._ensure_worker(agent_type)
         return task
 
     async def wait(self, task_id: str, timeout: float | None = None) -> QueuedTask:
@@ -75,6 +83,8 @@ class Coordinator:
         if jobs:
             await asyncio.gather(*jobs, return_exceptions=True)
         self.workers.clear()
+        if self.placement is not None:
+            await asyncio.to_thread(self.placement.close)
         return cleared
 
     # --- in-process workers ------------------------------------------------------------------------------

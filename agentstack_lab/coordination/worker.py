@@ -92,6 +92,27 @@ class Worker:
         finally:
             await self._drain()
 
+    async def run_one(self, task_id: str, *, poll: float = 0.5) -> QueuedTask:
+        """Take the named task and run it like :meth:`run` would; returns it finished (whoever finished it).
+
+        While another worker holds a live lease on it, wait: it either finishes the task (returned) or
+        dies, and once its lease expired this worker takes the task over. A finished task is returned as is.
+        """
+        self._stopping = asyncio.Event()
+        self._slot = asyncio.Event()
+        while True:
+            try:
+                task = await asyncio.to_thread(self.queue.assign, task_id, self.id)
+            except QueueError:
+                current = await asyncio.to_thread(self.queue.get, task_id)
+                if current.finished:
+                    return current
+                await asyncio.sleep(poll)
+                continue
+            self._start(task)
+            await asyncio.wait([self.running[task.id][1]])  # a lost lease cancels the job: not us
+            return await asyncio.to_thread(self.queue.get, task_id)
+
     # --- internals -------------------------------------------------------------------------------------
     async def _nap(self) -> None:
         """Wait for a free slot (when full) or for new work (when the queue had none)."""

@@ -13,24 +13,33 @@ and announces (one ``agent-state`` per agent, content included) to its own subsc
 
 A worker that dies mid-task loses its lease; another worker reruns the child under the same id, and
 its first ``agent-state`` resets the text, so the rebuilt tree shows the rerun only.
+
+With ``RunOptions(cluster=...)`` (a Dask scheduler address, ``"local"``, or a ``distributed.Client``;
+config ``agents.cluster``) the coordinator spawns no in-process worker: each queued child is also a
+Dask task (:class:`~agentstack_lab.coordination.dask.DaskPlacement`) that runs
+:func:`run_task_on_dask` on a Dask worker: it opens the same workspace (its database file on a
+filesystem the workers share) and works that one queue row as any worker would, so events, agent
+rows and the result come back through the database exactly as from ``agentstack-lab worker``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentstack_lab.coordination import Coordinator, QueuedTask, TaskQueue
+from agentstack_lab.coordination import Coordinator, QueuedTask, TaskQueue, worker_name
 from agentstack_lab.coordination import Worker as QueueWorker
 from agentstack_lab.engine.options import Attachment
 from agentstack_lab.engine.state import AgentNode
+from agentstack_lab.errors import UsageError
 from agentstack_lab.providers.base import Usage
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.run import AgentRun
 
-__all__ = ["Worker", "run_queued", "queued_agent", "RunCoordination"]
+__all__ = ["Worker", "run_queued", "queued_agent", "RunCoordination", "run_task_on_dask"]
 
 _PASSED_OPTIONS = ("max_depth", "max_children", "max_agents", "max_turns", "auto_approve", "subagents",
                    "answers", "executor")
@@ -83,17 +92,62 @@ class Worker(QueueWorker):
         self.workspace = workspace
 
 
+def run_task_on_dask(task_id: str, root: str, db_path: str, config: Any, lease_s: float) -> dict[str, Any]:
+    """A Dask task: open the workspace at ``root`` and run queued task ``task_id`` as an agent (one-task worker).
+
+    Never raises: an error is returned (Dask would log a failed task's arguments, and ``config`` may
+    hold a DSN); the queued task itself fails or is taken over through the queue, as with any worker.
+    """
+    from agentstack_lab.workspace import Workspace
+
+    try:
+        from distributed import get_worker
+
+        where = get_worker().address
+    except (ImportError, ValueError):
+        where = None
+    try:
+        with Workspace(Path(root), config, Path(db_path), announce=False) as ws:
+            worker = Worker(ws, lease_s=lease_s, worker_id=worker_name("dask"))
+            done = asyncio.run(worker.run_one(task_id))
+    except Exception as exc:  # noqa: BLE001 - reported to the caller; the queue row says what happened
+        return {"taskId": task_id, "error": f"{type(exc).__name__}: {exc}", "daskWorker": where}
+    return {"taskId": task_id, "state": done.state, "workerId": done.worker_id, "daskWorker": where}
+
+
 class RunCoordination:
-    """One coordinated run's queue group and in-process workers."""
+    """One coordinated run's queue group and its workers: in-process ones, or Dask tasks (``options.cluster``)."""
 
     def __init__(self, run: AgentRun):
         self.run = run
         self.queue = TaskQueue(run.workspace.db)
+        self.placement: Any = None
+        cluster = run.options.cluster
+        if cluster is not None:
+            from agentstack_lab.coordination.dask import DaskPlacement
+
+            ws = run.workspace
+            db_path = ws.db.path
+            if str(db_path) == ":memory:":
+                raise UsageError("a coordinated run on a Dask cluster needs a workspace database file the "
+                                 "workers can open (not an in-memory one)")
+            self.placement = DaskPlacement(cluster, run_task_on_dask,
+                                           (str(ws.root), str(Path(db_path).resolve()), ws.config, self.queue.lease_s))
 
         async def runner(task: QueuedTask) -> dict[str, Any]:  # in-process workers share the run's provider
             return await run_queued(run.workspace, task, provider=run.provider, executor=run.executor)
 
-        self.coordinator = Coordinator(self.queue, runner, max_workers=run.options.max_workers, group_id=run.run_id)
+        self.coordinator = Coordinator(self.queue, runner, max_workers=0 if self.placement else run.options.max_workers,
+                                       group_id=run.run_id, placement=self.placement)
+        self._connected: asyncio.Future[Any] | None = None
+
+    async def ready(self) -> None:
+        """Connect to the Dask cluster (or start the LocalCluster) once, off the event loop."""
+        if self.placement is None:
+            return
+        if self._connected is None:
+            self._connected = asyncio.ensure_future(asyncio.to_thread(self.placement.connect))
+        await asyncio.shield(self._connected)
 
     async def shutdown(self) -> None:
         await self.coordinator.shutdown(reason=f"run {self.run.run_id} ended")
@@ -113,9 +167,12 @@ async def queued_agent(run: AgentRun, node: AgentNode, *, priority: int) -> None
         run.coordination = RunCoordination(run)
     coord: RunCoordination = run.coordination
     try:
+        await coord.ready()
         coord.coordinator.submit(node.type, node.prompt, priority=priority, payload=_payload(run, node),
                                  task_id=node.id)
         node.metadata["queue"] = {"priority": priority}
+        if coord.placement is not None:
+            node.metadata["queue"]["cluster"] = coord.placement.address
         while True:
             try:
                 task = await coord.queue.wait(node.id, timeout=0.5)
@@ -124,7 +181,7 @@ async def queued_agent(run: AgentRun, node: AgentNode, *, priority: int) -> None
                 current = coord.queue.get(node.id)
                 if current.state == "claimed" and node.status == "pending":
                     node.set_status("running")
-                    node.metadata["queue"] = {"priority": priority, "worker": current.worker_id}
+                    node.metadata["queue"] = {**node.metadata["queue"], "worker": current.worker_id}
                     run.emit_state(node)
     except asyncio.CancelledError as exc:
         current_task = asyncio.current_task()

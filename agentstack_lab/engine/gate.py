@@ -70,7 +70,7 @@ class RunControl:
         from agentstack_lab.tasks.store import TaskStore
 
         with self._db.transaction() as conn:
-            TaskStore(self._db).upsert_agents(conn, [node.row(self.run.id, self.run.session_id)])
+            TaskStore(self._db, session_exists=self.run.workspace.session_lookup).upsert_agents(conn, [node.row(self.run.id, self.run.session_id)])
         self._drift().index(node.id, node.prompt, vector=vector)
 
     def begin(self, root: AgentNode) -> None:

@@ -53,7 +53,8 @@ class LifecycleMixin:
         from agentstack_lab.engine.liveness import reap_orphans
 
         reap_orphans(db)  # agents of runs whose process died are failed, not left "running"
-        self._log = EventLog(db, self.run_id, owner=self.attach is None)
+        self._log = EventLog(db, self.run_id, owner=self.attach is None,
+                             session_exists=self.workspace.session_lookup)
         self._log.start()
         from agentstack_lab.decisions import decisions_for
 

@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 class EventLog:
     """Batches a run's events and agent rows into the workspace database."""
 
-    def __init__(self, db: Any, run_id: str, *, interval: float = 0.05, batch: int = 512, owner: bool = True):
+    def __init__(self, db: Any, run_id: str, *, interval: float = 0.05, batch: int = 512, owner: bool = True,
+                 session_exists: Any = None):
         from agentstack_lab.agents.spawner import Spawner
         from agentstack_lab.tasks.store import TaskStore
 
@@ -36,7 +37,7 @@ class EventLog:
         self.interval = interval
         self.batch = batch
         self._spawner = Spawner(db)
-        self._tasks = TaskStore(db)  # every agent is also a task row (same id), written in the same transaction
+        self._tasks = TaskStore(db, session_exists=session_exists)  # every agent is also a task row (same id), written in the same transaction
         self._events: list[tuple[OutboundEvent, float]] = []
         self._rows: dict[str, dict[str, Any]] = {}
         self._wake: asyncio.Event | None = None

@@ -107,6 +107,9 @@ class RunOptions:
     """Serve the model's replies from this cassette: no network, no key (see :mod:`agentstack_lab.providers.cassette`)."""
     replay_mode: str = "strict"
     """``strict``: a request the cassette lacks fails the agent; ``new_episodes``: ask the real provider, append."""
+    cluster: Any = None
+    """Where a coordinated run places its subagents instead of in-process workers: a Dask scheduler
+    (``tcp://host:8786``), ``"local"`` (a LocalCluster for this run) or a ``distributed.Client``."""
 
     def __post_init__(self) -> None:
         for name in ("max_depth", "max_children", "max_agents", "max_turns", "max_workers"):
@@ -124,6 +127,12 @@ class RunOptions:
             raise ValueError(f"RunOptions.identity must be a non-empty identity id or name, got {self.identity!r}")
         if self.on_query is not None and self.on_query not in ON_QUERY:
             raise ValueError(f"RunOptions.on_query must be one of {', '.join(ON_QUERY)}, got {self.on_query!r}")
+        if isinstance(self.cluster, str) and self.cluster != "local" and "://" not in self.cluster:
+            raise ValueError(f"RunOptions.cluster must be a Dask scheduler address (tcp://host:8786) or 'local', "
+                             f"got {self.cluster!r}")
+        if self.cluster is not None and not isinstance(self.cluster, str) and not hasattr(self.cluster, "submit"):
+            raise ValueError(f"RunOptions.cluster must be an address, 'local' or a distributed.Client, "
+                             f"got {type(self.cluster).__name__}")
         self.decision_timeout = parse_duration(self.decision_timeout, "RunOptions.decision_timeout")
         self._check_cassettes()
         bad = sorted(set(self.answers) - set(QUERY_KINDS))

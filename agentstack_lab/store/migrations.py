@@ -635,3 +635,44 @@ def workflows_review_loops(conn: Any) -> None:
             created_at REAL NOT NULL,
             PRIMARY KEY (loop_id, iteration)
         )""")
+
+
+@migration
+def tasks_session_id_without_fk(conn: Any) -> None:
+    """``tasks.session_id`` without its foreign key to ``sessions``.
+
+    With ``memory.backend = "postgres"`` sessions live in PostgreSQL, so a task of such a session could
+    not be written here at all (the foreign key) or lost its session (the engine wrote NULL). The id is
+    now checked by ``TaskStore`` (this database's ``sessions``, else the memory backend). SQLite cannot
+    drop a constraint: the table is rebuilt with the same columns, rows and indexes (nothing references
+    ``tasks``, so dropping it cascades nowhere). Sessions are ended, never deleted, so ``ON DELETE SET
+    NULL`` had no effect to keep.
+    """
+    cols = ("id, session_id, agent_type, status, input, output, metadata, created_at, completed_at, parent_id,"
+            " run_id, agent_id, error, risk_level, depth, updated_at")
+    conn.execute("""
+        CREATE TABLE tasks_new (
+            id TEXT PRIMARY KEY,
+            session_id TEXT,
+            agent_type TEXT NOT NULL,
+            status TEXT NOT NULL,
+            input TEXT,
+            output TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            completed_at REAL,
+            parent_id TEXT,
+            run_id TEXT,
+            agent_id TEXT,
+            error TEXT,
+            risk_level TEXT,
+            depth INTEGER NOT NULL DEFAULT 0,
+            updated_at REAL
+        )""")
+    conn.execute(f"INSERT INTO tasks_new ({cols}) SELECT {cols} FROM tasks")
+    conn.execute("DROP TABLE tasks")
+    conn.execute("ALTER TABLE tasks_new RENAME TO tasks")
+    conn.execute("CREATE INDEX idx_tasks_session ON tasks(session_id, status)")
+    conn.execute("CREATE INDEX idx_tasks_parent ON tasks(parent_id)")
+    conn.execute("CREATE INDEX idx_tasks_run ON tasks(run_id)")
+    conn.execute("CREATE INDEX idx_tasks_status ON tasks(status, created_at)")

@@ -26,17 +26,20 @@ class TaskService:
         config: the whole workspace :class:`~agentstack_lab.config.Config`.
         decisions: the workspace decision queue (consensus checkpoints are decisions); ``None`` when
             the caller only needs tasks and drift.
+        session_exists: the memory backend's session lookup when sessions live outside ``db``
+            (``Workspace.session_lookup``).
     """
 
-    def __init__(self, db: Any, embedder: Any, config: Any, decisions: Any = None):
-        self.store = TaskStore(db)
+    def __init__(self, db: Any, embedder: Any, config: Any, decisions: Any = None, *, session_exists: Any = None):
+        self.store = TaskStore(db, session_exists=session_exists)
         self.drift = DriftDetector(db, embedder, config.drift)
         self.consensus = Consensus(db, config.consensus, decisions) if decisions is not None else None
 
     @classmethod
     def of(cls, workspace: Any) -> TaskService:
         """The service over a :class:`~agentstack_lab.workspace.Workspace` (its db, embedder, config, decisions)."""
-        return cls(workspace.db, workspace.embedder, workspace.config, workspace.decisions)
+        return cls(workspace.db, workspace.embedder, workspace.config, workspace.decisions,
+                   session_exists=workspace.session_lookup)
 
     def create(self, agent_type: str, input: str | None = None, *, parent_id: str | None = None,  # noqa: A002
                session_id: str | None = None, risk_level: str | None = None) -> dict[str, Any]:

@@ -4,6 +4,12 @@ Every agent of an engine run is a task row with the agent's id (written by the e
 in the same transaction as the ``agents`` row); tasks can also be created directly (CLI, MCP).
 Direct status changes follow :data:`TRANSITIONS`; bad input (unknown task, invalid transition,
 duplicate or self relationship) raises a one-line :class:`TaskError` and changes nothing.
+
+``tasks.session_id`` holds no foreign key (since ``tasks_session_id_without_fk``): sessions may live in
+the team's PostgreSQL (``memory.backend = "postgres"``), not in this database. A session id is checked
+in ``sessions`` of this database first (same transaction) and otherwise through ``session_exists``,
+the memory backend's lookup (``Workspace.session_lookup``); found ids are remembered (sessions are
+ended, never deleted).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
@@ -111,8 +118,26 @@ def check_transition(task_id: str, current: str, new: str) -> None:
 class TaskStore:
     """Create, read, move and relate tasks of one workspace database."""
 
-    def __init__(self, db: Any):
+    def __init__(self, db: Any, *, session_exists: Callable[[str], bool] | None = None):
         self.db = db
+        self.session_exists = session_exists
+        self._known: set[str] = set()
+        self._unknown: set[str] = set()
+
+    def _session_known(self, conn: Any, session_id: str, *, remember_missing: bool = False) -> bool:
+        """Whether ``session_id`` is a session here or in the memory backend (see the module doc)."""
+        if session_id in self._known:
+            return True
+        if session_id in self._unknown:
+            return False
+        found = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+        if not found and self.session_exists is not None:
+            found = bool(self.session_exists(session_id))
+        if found:
+            self._known.add(session_id)
+        elif remember_missing:
+            self._unknown.add(session_id)
+        return found
 
     # --- tasks -------------------------------------------------------------------------------------
     def create(self, agent_type: str, input: str | None = None, *, parent_id: str | None = None,  # noqa: A002
@@ -132,8 +157,7 @@ class TaskStore:
             if parent is None:
                 raise TaskNotFoundError(f"no task with id {parent_id!r} (the parent)")
             depth = parent[0] + 1
-        if session_id is not None and conn.execute("SELECT 1 FROM sessions WHERE id = ?",
-                                                   (session_id,)).fetchone() is None:
+        if session_id is not None and not self._session_known(conn, session_id):
             raise TaskError(f"no session with id {session_id!r}")
         task_id = task_id or str(uuid.uuid4())
         if conn.execute("SELECT 1 FROM tasks WHERE id = ?", (task_id,)).fetchone():
@@ -212,13 +236,19 @@ class TaskStore:
             " VALUES (?,?,?,?,?,?,?,'{}',?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET status = excluded.status,"
             " output = excluded.output, error = excluded.error, completed_at = excluded.completed_at,"
             " agent_id = excluded.agent_id, updated_at = excluded.updated_at",
-            [(r["id"], _session(conn, r.get("session_id")), r["type"], r["status"], r.get("prompt"), r.get("result"),
+            [(r["id"], self._session(conn, r.get("session_id")), r["type"], r["status"], r.get("prompt"), r.get("result"),
               r.get("error"), r.get("_created", now), now if r["status"] in TERMINAL else None, r.get("parent_id"),
               r.get("run_id"), r["id"], r.get("depth", 0), now) for r in rows])
         conn.executemany(
             "INSERT OR IGNORE INTO task_relationships (id, from_task_id, to_task_id, relationship_type, created_at)"
             " VALUES (?,?,?,'parent_of',?)",
             [(str(uuid.uuid4()), r["parent_id"], r["id"], now) for r in rows if r.get("parent_id")])
+
+    def _session(self, conn: Any, session_id: str | None) -> str | None:
+        """The session id if that session exists (an engine run without sessions uses its run id: dropped)."""
+        if session_id is None:
+            return None
+        return session_id if self._session_known(conn, session_id, remember_missing=True) else None
 
     # --- relationships -------------------------------------------------------------------------------
     def relate(self, from_task_id: str, to_task_id: str, relationship_type: str, *,
@@ -276,9 +306,3 @@ class TaskStore:
                     frontier.append((parent, depth + 1))
         return out
 
-
-def _session(conn: Any, session_id: str | None) -> str | None:
-    """The session id if that session row exists (an engine run without sessions uses its run id)."""
-    if session_id is None:
-        return None
-    return session_id if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() else None

@@ -62,7 +62,7 @@ def plan_runs(notebooks: list[Path], base: dict[str, Any], grid: list[dict[str, 
     return specs
 
 
-def _notebook_kernel(path: Path) -> str | None:
+def notebook_kernel(path: Path) -> str | None:
     import json
 
     try:
@@ -87,7 +87,7 @@ async def run_batch(specs: list[RunSpec], *, parallel: int = 2, kernel_name: str
     results: list[RunResult | None] = [None] * len(specs)
     gate = asyncio.Semaphore(parallel)
     # keep a couple of kernels starting ahead of the runs, so a finished run never waits for a start
-    pooled = kernel_name or (_notebook_kernel(specs[0].notebook) if specs else None) or "python3"
+    pooled = kernel_name or (notebook_kernel(specs[0].notebook) if specs else None) or "python3"
     async with KernelPool(min(parallel + 2, len(specs)) or 1, pooled, cwd=cwd, fork=fork,
                           total=len(specs)) as pool:
 

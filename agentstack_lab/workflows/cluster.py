@@ -1,10 +1,14 @@
 """Workflow batches on a Dask cluster: each run a Dask task, on a fresh pooled kernel of some worker.
 
 ``run_batch_on_cluster(specs, cluster="tcp://scheduler:8786")`` (or ``"local"``: a
-``distributed.LocalCluster`` of worker processes) submits one task per run. On its worker a task runs
-:func:`~agentstack_lab.workflows.batch.run_batch` for that one spec (kernel pool, fresh kernel,
-never reused), writes the executed notebook and report into a scratch folder of the worker, and
-returns their bytes, so the caller writes them where the spec says: workers need no shared disk.
+``distributed.LocalCluster`` of worker processes) submits one task per run. Each worker holds a
+kernel pool (:class:`~agentstack_lab.workflows.dask_pool.KernelPoolPlugin`, a ``WorkerPlugin``
+registered for the batch's kernel, fork mode and working directory; it stays registered, so the
+next batch on that cluster finds warm kernels, and workers that join later start one too). On its
+worker a task runs its notebook on a fresh kernel of that pool (never reused), writes the executed
+notebook and report into a scratch folder of the worker, and returns their bytes with the pool's
+statistics (``ClusterRun.pool``), so the caller writes them where the spec says: workers need no
+shared disk.
 
 A worker lost mid-batch (killed, out of memory, machine gone): Dask reschedules its tasks on the
 other workers (``distributed.scheduler.allowed-failures`` such losses per task, 3 by default); a run
@@ -17,25 +21,20 @@ Dask and ``distributed`` are an optional extra: ``pip install 'agentstack-lab[da
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentstack_lab.errors import AgentstackError
-from agentstack_lab.workflows.batch import RunSpec
+from agentstack_lab.coordination.dask import ClusterError, connect_cluster, import_distributed
+from agentstack_lab.workflows.batch import RunSpec, notebook_kernel
 from agentstack_lab.workflows.execute import RunResult
 
-__all__ = ["ClusterError", "ClusterRun", "run_batch_on_cluster", "connect_cluster"]
+__all__ = ["ClusterError", "ClusterRun", "run_batch_on_cluster", "connect_cluster", "ensure_pool"]
 
 EVENT_TOPIC = "agentstack-workflow-attempt"
-
-
-class ClusterError(AgentstackError, RuntimeError):
-    """The Dask cluster cannot be used: extra missing, scheduler unreachable or a bad address."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,50 +44,39 @@ class ClusterRun:
     result: RunResult
     attempts: int = 1
     workers: list[str] = field(default_factory=list)
+    pool: dict[str, Any] | None = None  # the serving worker's pool: id, pid, zygotePid, run (its n-th run)
 
 
-def _import_distributed() -> Any:
-    try:
-        import distributed
-    except ImportError:
-        raise ClusterError("--cluster needs Dask: pip install 'agentstack-lab[dask]'") from None
-    return distributed
+def _run_on_worker(spec: dict[str, Any], options: dict[str, Any], key: str, plugin: str) -> dict[str, Any]:
+    """The task: one run on this worker's kernel pool; returns the result, the files' bytes and the pool's stats."""
+    from distributed import get_worker
 
-
-def connect_cluster(address: str, *, n_workers: int = 2, timeout: float = 30.0) -> tuple[Any, Any]:
-    """``(client, local_cluster_or_None)`` for ``address`` (``"local"`` starts a LocalCluster of processes)."""
-    distributed = _import_distributed()
-    if address == "local":
-        cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                           dashboard_address=None)
-        return distributed.Client(cluster), cluster
-    if "://" not in address:
-        raise ClusterError(f"cluster address must look like tcp://host:8786 or be 'local', got {address!r}")
-    try:
-        return distributed.Client(address, timeout=timeout), None
-    except (OSError, TimeoutError) as exc:
-        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-
-
-def _run_on_worker(spec: dict[str, Any], options: dict[str, Any], key: str) -> dict[str, Any]:
-    """The task: one run on this worker's kernel pool; returns the result and the files' bytes."""
-    from agentstack_lab.workflows.batch import run_batch
-
-    try:
-        from distributed import get_worker
-
-        worker = get_worker()
-        worker.log_event(EVENT_TOPIC, {"key": key, "worker": worker.address})
-        address = worker.address
-    except (ImportError, ValueError):
-        address = "local"
+    worker = get_worker()
+    worker.log_event(EVENT_TOPIC, {"key": key, "worker": worker.address})
+    pool = worker.plugins.get(plugin)
+    if pool is None:  # the plugin is registered before any task is submitted, on every worker
+        raise RuntimeError(f"worker {worker.address} has no kernel pool ({plugin})")
     with tempfile.TemporaryDirectory(prefix="agentstack-dask-") as tmp:
-        local = RunSpec(notebook=Path(spec["notebook"]), parameters=spec["parameters"],
-                        output=Path(tmp) / "out.ipynb", report=Path(tmp) / "report.json")
-        [res] = asyncio.run(run_batch([local], parallel=1, **options))
-        files = {name: p.read_bytes() for name, p in (("output", local.output), ("report", local.report))
-                 if p is not None and p.exists()}
-    return {"result": asdict(res), "files": files, "worker": address}
+        output, report = Path(tmp) / "out.ipynb", Path(tmp) / "report.json"
+        got = pool.run(spec["notebook"], spec["parameters"], output, report, **options)
+        files = {name: p.read_bytes() for name, p in (("output", output), ("report", report)) if p.exists()}
+    return {**got, "files": files, "worker": worker.address}
+
+
+def ensure_pool(client: Any, *, kernel_name: str = "python3", fork: bool = True, cwd: str | None = None,
+                size: int = 2) -> str:
+    """Register the kernel-pool plugin for these settings unless the cluster has it; returns its name."""
+    from agentstack_lab.workflows.dask_pool import KernelPoolPlugin
+
+    plugin = KernelPoolPlugin(kernel_name=kernel_name, fork=fork, cwd=cwd, size=size)
+    present = client.run_on_scheduler(_has_plugin, name=plugin.name)
+    if not present:
+        client.register_plugin(plugin)
+    return plugin.name
+
+
+def _has_plugin(dask_scheduler: Any = None, *, name: str) -> bool:
+    return name in getattr(dask_scheduler, "worker_plugins", {})
 
 
 def _lost(spec: RunSpec, exc: BaseException) -> RunResult:
@@ -100,22 +88,27 @@ def _lost(spec: RunSpec, exc: BaseException) -> RunResult:
 def run_batch_on_cluster(specs: list[RunSpec], *, cluster: str | Any, kernel_name: str | None = None,
                          fork: bool = True, cwd: str | None = None, cell_timeout: float | None = None,
                          timeout: float | None = None, retries: int = 2, n_workers: int = 2,
+                         pool_size: int = 2,
                          on_done: Callable[[RunSpec, ClusterRun], None] | None = None) -> list[ClusterRun]:
     """Run ``specs`` as Dask tasks; results in ``specs`` order, every spec reported exactly once.
 
-    ``cluster`` is a scheduler address, ``"local"``, or a connected ``distributed.Client``.
+    ``cluster`` is a scheduler address, ``"local"``, or a connected ``distributed.Client``. Each worker
+    runs its share on its own kernel pool of ``pool_size`` ready kernels (``kernel_name``, default the
+    first notebook's kernelspec).
     """
-    distributed = _import_distributed()
+    distributed = import_distributed()
     own = not isinstance(cluster, distributed.Client)
     client, local = connect_cluster(cluster, n_workers=n_workers) if own else (cluster, None)
     batch = uuid.uuid4().hex[:8]
-    options = {"kernel_name": kernel_name, "fork": fork, "cwd": cwd, "cell_timeout": cell_timeout,
-               "timeout": timeout}
+    options = {"kernel_name": kernel_name, "cell_timeout": cell_timeout, "timeout": timeout}
+    pooled = kernel_name or (notebook_kernel(specs[0].notebook) if specs else None) or "python3"
     try:
+        plugin = ensure_pool(client, kernel_name=pooled, fork=fork,
+                             cwd=str(Path(cwd).resolve()) if cwd else None, size=pool_size)
         keys = [f"agentstack-run-{batch}-{i:04d}" for i in range(len(specs))]
         futures = {client.submit(_run_on_worker, {"notebook": str(Path(s.notebook).resolve()),
                                                   "parameters": dict(s.parameters)}, options, key,
-                                 key=key, retries=retries, pure=False): i
+                                 plugin, key=key, retries=retries, pure=False): i
                    for i, (s, key) in enumerate(zip(specs, keys, strict=True))}
         raw: dict[int, dict[str, Any] | BaseException] = {}
         for fut in distributed.as_completed(list(futures)):
@@ -142,7 +135,8 @@ def run_batch_on_cluster(specs: list[RunSpec], *, cluster: str | Any, kernel_nam
                 res.output = str(spec.output) if spec.output and "output" in got["files"] else None
                 res.report_path = str(spec.report) if spec.report and "report" in got["files"] else None
             seen = attempts.get(keys[i], [])
-            run = ClusterRun(result=res, attempts=max(1, len(seen)), workers=seen)
+            run = ClusterRun(result=res, attempts=max(1, len(seen)), workers=seen,
+                             pool=None if isinstance(got, BaseException) else got.get("pool"))
             out.append(run)
             if on_done is not None:
                 on_done(spec, run)

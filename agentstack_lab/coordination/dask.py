@@ -1,0 +1,138 @@
+"""Placing queued tasks on a Dask cluster: one Dask task per queued task, run by a one-task queue worker.
+
+The durable queue stays the one path (design seed §5): a coordinator with a :class:`DaskPlacement`
+still enqueues every task in the workspace database and waits for the *row* to finish; instead of
+spawning in-process workers it submits, per task, a Dask task that opens the same workspace (the
+SQLite file on a filesystem the workers share, or the team's PostgreSQL for memory) and runs
+:meth:`~agentstack_lab.coordination.worker.Worker.run_one` for that task id: a lease, a heartbeat,
+complete or fail exactly once, as any ``agentstack-lab worker`` would. What runs the task (an agent)
+is the engine's function, handed in as ``run_task`` (a module-level function, so Dask pickles it by
+reference); this layer never imports the engine.
+
+A Dask worker lost mid-task: Dask reschedules the Dask task on another worker (its own
+``allowed-failures``), whose ``run_one`` waits until the dead worker's lease expires (``lease_s``,
+30 s by default) and takes the task back; an ``agentstack-lab worker`` process may also take it
+first, whichever claims first, and the Dask task then only waits for the result.
+
+Dask and ``distributed`` are an optional extra: ``pip install 'agentstack-lab[dask]'``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from agentstack_lab.errors import AgentstackError
+
+__all__ = ["ClusterError", "DaskPlacement", "check_address", "connect_cluster", "import_distributed"]
+
+log = logging.getLogger(__name__)
+
+
+class ClusterError(AgentstackError, RuntimeError):
+    """The Dask cluster cannot be used: extra missing, scheduler unreachable or a bad address."""
+
+
+def import_distributed() -> Any:
+    """``distributed``, or a :class:`ClusterError` naming the extra to install."""
+    try:
+        import distributed
+    except ImportError:
+        raise ClusterError("a Dask cluster needs the dask extra: pip install 'agentstack-lab[dask]'") from None
+    return distributed
+
+
+def check_address(address: Any) -> None:
+    """A clear error unless ``address`` is ``"local"``, ``scheme://host:port`` or a connected client."""
+    if isinstance(address, str):
+        if address != "local" and "://" not in address:
+            raise ClusterError(f"cluster address must look like tcp://host:8786 or be 'local', got {address!r}")
+    elif not hasattr(address, "submit"):
+        raise ClusterError(f"cluster must be an address (tcp://host:8786), 'local' or a distributed.Client, "
+                           f"got {type(address).__name__}")
+
+
+def connect_cluster(address: str, *, n_workers: int = 2, timeout: float = 30.0) -> tuple[Any, Any]:
+    """``(client, local_cluster_or_None)`` for ``address`` (``"local"`` starts a LocalCluster of processes)."""
+    check_address(address)
+    distributed = import_distributed()
+    if address == "local":
+        cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                           dashboard_address=None)
+        return distributed.Client(cluster), cluster
+    try:
+        return distributed.Client(address, timeout=timeout), None
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+
+
+class DaskPlacement:
+    """Submit one Dask task per queued task: ``run_task(task_id, *args)`` on some worker.
+
+    Args:
+        cluster: a scheduler address, ``"local"`` (a LocalCluster of ``n_workers`` processes, closed
+            with the placement) or a connected ``distributed.Client`` (left open).
+        run_task: the module-level function a Dask worker runs for one task id.
+        args: the rest of ``run_task``'s arguments (the workspace to open, the lease).
+        retries: Dask retries of a Dask task that raised (``run_task`` reports errors in its result).
+    """
+
+    def __init__(self, cluster: Any, run_task: Callable[..., Any], args: tuple[Any, ...] = (), *,
+                 n_workers: int = 2, retries: int = 1):
+        check_address(cluster)
+        self.cluster = cluster
+        self.run_task = run_task
+        self.args = args
+        self.n_workers = n_workers
+        self.retries = retries
+        self.client: Any = None
+        self._local: Any = None
+        self._own = isinstance(cluster, str)
+        self.futures: dict[str, Any] = {}  # held: Dask forgets a task whose future is dropped
+        self._lock = threading.Lock()
+
+    def connect(self) -> Any:
+        """The client (connecting, or starting the LocalCluster, on first use; blocking)."""
+        with self._lock:
+            if self.client is None:
+                if self._own:
+                    self.client, self._local = connect_cluster(self.cluster, n_workers=self.n_workers)
+                else:
+                    self.client = self.cluster
+            return self.client
+
+    @property
+    def address(self) -> str:
+        """The scheduler's address (for messages and task metadata)."""
+        return getattr(getattr(self.client, "scheduler", None), "address", None) or str(self.cluster)
+
+    def place(self, task: Any) -> None:
+        """Submit the Dask task that runs queued ``task`` (connecting first if needed)."""
+        client = self.connect()
+        fut = client.submit(self.run_task, task.id, *self.args, key=f"agentstack-task-{task.id}",
+                            pure=False, retries=self.retries)
+        fut.add_done_callback(_log_failure)
+        self.futures[task.id] = fut
+
+    def close(self) -> None:
+        """Cancel what is still scheduled and close the client and LocalCluster this placement started."""
+        with self._lock:
+            futures, self.futures = list(self.futures.values()), {}
+            if self.client is not None and futures:
+                try:
+                    self.client.cancel([f for f in futures if not f.done()])
+                except Exception as exc:  # noqa: BLE001 - a closing cluster: the queue rows are cleared anyway
+                    log.debug("agentstack-lab: cancelling Dask tasks failed: %s", exc)
+            if self._own and self.client is not None:
+                self.client.close()
+                if self._local is not None:
+                    self._local.close()
+                self.client = self._local = None
+
+
+def _log_failure(fut: Any) -> None:
+    if fut.status == "error":  # (fut.exception() would block the client's loop: this runs on it)
+        log.warning("agentstack-lab: Dask task %s failed; its queued task finishes through the queue (lease)",
+                    fut.key)
