@@ -16,7 +16,8 @@ text is ≥ 4.5:1 against what is really behind it (computed in the browser from
 styles); the approval card says how many lines run and where, and offers the rest of long code;
 Enter sends the answer; after Edit the tool panel shows the edited code and its traceback; text
 and tool calls read in the order they happened; re-running the cell leaves no run pending in the
-workspace database. Screenshots go to ``notebooks/screenshots/`` (light and dark) for the README.
+workspace database. Screenshots go to ``notebooks/screenshots/`` (light and dark) for the README with
+``UPDATE_SCREENSHOTS=1``, else to a temporary folder.
 
 ``make test`` installs chromium (``make browser``, as root with apt-get); elsewhere this test skips.
 """
@@ -43,7 +44,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
 SCREENSHOT = Path(tempfile.gettempdir()) / "agentstack-browser-tree.png"
-DOCS = Path(__file__).resolve().parent.parent / "notebooks" / "screenshots"
+# README pictures are rewritten only on request (UPDATE_SCREENSHOTS=1): a PNG differs at every run, so
+# writing them always left every checkout dirty after `make test` and crept into commits.
+DOCS = (Path(__file__).resolve().parent.parent / "notebooks" / "screenshots" if os.environ.get("UPDATE_SCREENSHOTS")
+        else Path(tempfile.gettempdir()) / "agentstack-screenshots")
 
 pytestmark = [
     pytest.mark.slow,
@@ -221,7 +225,7 @@ def _screenshot(locator, name: str) -> None:
     The page is made tall enough to hold the whole tree (a taller element in the notebook's scrolling
     panel comes out clipped), and notification toasts are left out of the picture.
     """
-    DOCS.mkdir(exist_ok=True)
+    DOCS.mkdir(parents=True, exist_ok=True)
     page = locator.page
     size = page.viewport_size
     height = locator.evaluate("e => e.getBoundingClientRect().height")
