@@ -69,7 +69,7 @@ class AgentContext(Protocol):
         """Wait while this agent or an ancestor is paused (called between steps and tool calls)."""
         ...
 
-    async def ask(self, node: AgentNode, kind: QueryKind, prompt: str, options: dict[str, Any] | None = None, *,
+    async def ask_user(self, node: AgentNode, kind: QueryKind, prompt: str, options: dict[str, Any] | None = None, *,
                   validate: Callable[[Any], Any] | None = None, optional: bool = False) -> Any:
         """Ask the person a ``user-query`` and return the answer (headless: fails closed or skips)."""
         ...

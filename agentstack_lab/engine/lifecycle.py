@@ -75,6 +75,11 @@ class LifecycleMixin:
                                    "origin": self.origin})
         if self.identity is not None:
             root.metadata["identityId"] = self.identity.agent_id
+        if self.continues is not None:  # a follow-up: the thread so far goes before its request
+            from agentstack_lab.engine.followup import transcript
+
+            root.metadata["continues"] = self.continues
+            root.history = transcript(self.thread)
         self.nodes[root.id] = root
         self.emit_state(root, with_content=at is not None)  # a retried subtask starts from empty text
         if self._log is not None:

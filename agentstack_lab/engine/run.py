@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.cassettes import provider_for, run_secrets
 from agentstack_lab.engine.executors import ExecContext, Executor, make_executor
+from agentstack_lab.engine.followup import Turn, thread_of
 from agentstack_lab.engine.gate import RunControl
 from agentstack_lab.engine.inbound import InboundMixin
 from agentstack_lab.engine.lifecycle import LifecycleMixin
@@ -63,9 +64,12 @@ class AgentRun(InboundMixin, LifecycleMixin):
     def __init__(self, prompt: str, *, workspace: Workspace, provider: Any = None, agent_type: str | None = None,
                  options: RunOptions | dict[str, Any] | None = None, model: str | None = None,
                  session_id: str | None = None, executor: Executor | str | None = None,
-                 origin: str | None = None, attach: Attachment | None = None):
+                 origin: str | None = None, attach: Attachment | None = None, follows: AgentRun | None = None):
         if not isinstance(prompt, str) or not prompt.strip():
             raise UsageError("prompt must be a non-empty string")
+        # a follow-up (engine/followup.py): the thread so far, checked before anything starts
+        self.thread: tuple[Turn, ...] = thread_of(follows) if follows is not None else ()
+        self.continues: str | None = follows.id if follows is not None else None
         config = workspace.config
         self.options = RunOptions.coerce(options, config)
         self.registry: AgentRegistry = workspace.agent_types
@@ -90,6 +94,8 @@ class AgentRun(InboundMixin, LifecycleMixin):
         self.id = attach.agent_id if attach else str(uuid.uuid4())
         self.run_id = attach.run_id if attach else self.id  # the run whose log and rows hold this tree
         self.coordination: Any = None  # engine/coordinate.py, when options.coordinate queues subquestions
+        if follows is not None:
+            session_id = _follow_session(workspace, follows, session_id)
         if session_id is not None:  # "" is an error (SessionError), never "no session"
             from agentstack_lab.memory.access import check_session_id  # here: the memory package loads numpy
 
@@ -298,8 +304,32 @@ class AgentRun(InboundMixin, LifecycleMixin):
             self._budget_stop(reason)
             raise asyncio.CancelledError(reason)
 
-    async def ask(self, node: AgentNode, kind: str, prompt: str, options: dict[str, Any] | None = None, *,
-                  validate: Callable[[Any], Any] | None = None, optional: bool = False) -> Any:
+    def ask(self, prompt: str, *, options: RunOptions | dict[str, Any] | None = None, provider: Any = None,
+            agent_type: str | None = None, model: str | None = None) -> AgentRun:
+        """Ask a follow-up in this run's conversation: a new run whose root sees this thread's questions and answers.
+
+        It keeps this run's session, provider, model, type, executor and budgets (``options`` overrides
+        fields; ``auto_approve``, ``on_query``, ``answers`` and cassettes are not carried over) and records
+        ``continues: <this run's id>`` in its root's metadata. Started at once when a loop is running
+        (in a notebook cell), else when awaited.
+
+        Raises:
+            RunStillGoingError: This run has not ended yet (one line; a follow-up needs its answer).
+        """
+        from agentstack_lab.engine.followup import base_provider, follow_options
+
+        run = AgentRun(prompt, workspace=self.workspace, provider=provider if provider is not None else base_provider(self),
+                       agent_type=agent_type or self.agent_type, options=follow_options(self.options, options),
+                       model=model if model is not None else self.model, executor=self.executor, origin=self.origin,
+                       follows=self)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no running loop: `await run` starts it
+            return run
+        return run.start()
+
+    async def ask_user(self, node: AgentNode, kind: str, prompt: str, options: dict[str, Any] | None = None, *,
+                       validate: Callable[[Any], Any] | None = None, optional: bool = False) -> Any:
         """Ask the person: a persisted decision any surface answers (see :mod:`agentstack_lab.engine.queries`)."""
         from agentstack_lab.engine.queries import ask
 
@@ -527,6 +557,20 @@ async def run_agent(prompt: str, **kwargs: Any) -> AsyncIterator[OutboundEvent]:
     run = AgentRun(prompt, **kwargs)
     async for ev in run.stream():
         yield ev
+
+
+def _follow_session(workspace: Workspace, follows: AgentRun, session_id: str | None) -> str | None:
+    """A follow-up's session: its predecessor's (memory carries over), which must still be open."""
+    if follows.workspace is not workspace:
+        raise UsageError(f"run {follows.id[:8]} belongs to another workspace; a follow-up continues in the same one")
+    if session_id is not None and session_id != follows.session_id:
+        raise UsageError(f"a follow-up keeps run {follows.id[:8]}'s session ({follows.session_id}); "
+                         f"leave the session out (got {session_id!r})")
+    session = workspace.sessions.get(follows.session_id) if follows.session_id else None
+    if session is not None and session.status != "active":
+        raise UsageError(f"the session of run {follows.id[:8]} ({follows.session_id}) has ended; "
+                         "start a new run instead of a follow-up")
+    return follows.session_id
 
 
 def default_origin() -> str:

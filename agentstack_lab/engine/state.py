@@ -48,6 +48,7 @@ class AgentNode:
     pending_comments: list[str] = field(default_factory=list)
     subagents: list[str] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
+    history: list[Message] = field(default_factory=list)  # a follow-up root's earlier turns (engine/followup.py)
     metadata: dict[str, Any] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     created_at: float = field(default_factory=time.time)

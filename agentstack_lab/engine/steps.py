@@ -6,6 +6,9 @@ Clarification, blocking and final questions are asked by the root agent only (su
 from their subquestion). Every model request carries ``metadata = {"step", "agent_type",
 "agent_id", "depth", "prompt"}`` so scripted providers can branch on it.
 
+A follow-up's root (``run.ask``, engine/followup.py) carries the thread so far in ``node.history``
+(earlier questions and answers as chat turns); every one of its model calls starts with them.
+
 Steps see their run only through :class:`~agentstack_lab.engine.context.AgentContext` (``ctx``).
 """
 
@@ -106,7 +109,7 @@ def _with_comments(node: AgentNode, messages: list[Message]) -> list[Message]:
 async def _structured(ctx: AgentContext, node: AgentNode, step: str, schema: type[BaseModel], context: str) -> Any:
     """A structured step; a reply that never matches the schema skips the step (noted), it does not fail the agent."""
     await ctx.checkpoint(node)  # a paused agent waits here
-    messages = _with_comments(node, [Message(role="user", content=context)])
+    messages = _with_comments(node, [*node.history, Message(role="user", content=context)])
     try:
         value, completion = await structured(ctx.provider, _request(ctx, node, step, messages), schema)
     except StructuredOutputError as exc:
@@ -141,7 +144,7 @@ async def _ask_step(ctx: AgentContext, node: AgentNode, kind: QueryKind, step: s
     value = await _structured(ctx, node, step, schema, _context(node))
     wants = getattr(value, "needs_clarification", None) or getattr(value, "has_question", False)
     if wants and value.question:
-        await ctx.ask(node, kind, value.question)
+        await ctx.ask_user(node, kind, value.question)
 
 
 async def _plan_children(ctx: AgentContext, node: AgentNode) -> None:
@@ -166,7 +169,7 @@ async def _plan_children(ctx: AgentContext, node: AgentNode) -> None:
 
 async def _main_loop(ctx: AgentContext, node: AgentNode) -> str:
     specs = tool_specs(ctx.executor, memory=True)  # every workspace has a memory
-    node.messages = [Message(role="user", content=_context(node))]
+    node.messages = [*node.history, Message(role="user", content=_context(node))]
     answer = ""
     for _turn in range(ctx.options.max_turns):
         node.messages = _with_comments(node, node.messages)
@@ -200,7 +203,7 @@ async def _summarise(ctx: AgentContext, node: AgentNode, main_answer: str, child
         node.content += "\n\n"
         ctx.emit(TextDelta(agent_id=node.id, delta="\n\n"))
     summary = (await _stream(ctx, node, _request(ctx, node, "summary", _with_comments(
-        node, [Message(role="user", content=body)])))).text
+        node, [*node.history, Message(role="user", content=body)])))).text
     failed = [c for c in children if c.status != "completed"]
     if failed:
         note = "\n\nSubagents that did not complete: " + "; ".join(
@@ -230,12 +233,12 @@ async def run_steps(ctx: AgentContext, node: AgentNode) -> str:
     if node.depth == 0 and ctx.options.final_question:
         value = await _structured(ctx, node, "final", FinalQuestion, f"{node.prompt}\n\nFinal answer:\n{result}")
         if value.has_question and value.question:
-            answer = await ctx.ask(node, "final", value.question, optional=True)
+            answer = await ctx.ask_user(node, "final", value.question, optional=True)
             if answer:
                 follow = (f"Request: {node.prompt}\n\nYour final answer:\n{result}\n\nFollow-up question: "
                           f"{value.question}\nUser's answer: {answer}\n\nGive the updated final answer.")
                 node.content += "\n\n"
                 ctx.emit(TextDelta(agent_id=node.id, delta="\n\n"))
                 result = (await _stream(ctx, node, _request(
-                    ctx, node, "summary", [Message(role="user", content=follow)]))).text or result
+                    ctx, node, "summary", [*node.history, Message(role="user", content=follow)]))).text or result
     return result

@@ -122,8 +122,8 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
         too_big = ctx.executor.undo_plan(code)
         if too_big:  # the card says so before the person approves: undo could not restore these
             details["notSnapshotted"] = too_big
-        answer = await ctx.ask(node, "approval", "Run this Python code?", details,
-                               validate=lambda r: parse_approval(r, code))
+        answer = await ctx.ask_user(node, "approval", "Run this Python code?", details,
+                                    validate=lambda r: parse_approval(r, code))
         approved, new_code = parse_approval(answer, code)
         if not approved:
             why = answer.get("reason") if isinstance(answer, dict) else None

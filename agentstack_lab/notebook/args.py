@@ -2,7 +2,9 @@
 
 ``%agent`` options come first; everything after the first word that is not an option is the
 prompt, kept verbatim (apostrophes, ``?``, braces and all). Bad input raises
-:class:`MagicUsageError` whose message is the usage line plus the reason.
+:class:`MagicUsageError` whose message is ONE line naming the command and what was wrong
+(``%memory search: argument --mode: invalid choice: 'x' (choose from ...)``), never argparse's usage
+block (4 lines for ``%memory search``, which buried the reason); ``-h`` prints the full help.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class OneLineError(AgentstackError):
 
 
 class MagicUsageError(AgentstackError, ValueError):
-    """A magic line could not be parsed; the message carries the usage (``help``: -h was asked for)."""
+    """A magic line could not be parsed: one line naming what was wrong (``help``: -h was asked for, the message is the help)."""
 
     def __init__(self, message: str, *, help: bool = False):
         super().__init__(message)
@@ -49,10 +51,15 @@ class _Parser(argparse.ArgumentParser):
     """An argparse parser that raises instead of printing and exiting."""
 
     def error(self, message: str):  # type: ignore[override]
-        raise MagicUsageError(f"{self.format_usage().strip()}\n{self.prog}: error: {message}")
+        raise MagicUsageError(one_line(f"{self.prog}: {message} ({self.prog.split()[0]} -h for help)"))
 
     def exit(self, status: int = 0, message: str | None = None):  # type: ignore[override]
-        raise MagicUsageError((message or "").strip() or self.format_usage().strip())
+        raise MagicUsageError(one_line((message or "").strip() or f"{self.prog}: bad arguments"))
+
+
+def one_line(text: str) -> str:
+    """``text`` with its whitespace runs (argparse wraps long messages) folded into single spaces."""
+    return " ".join(text.split())
 
 
 def _positive_int(text: str) -> int:
@@ -118,6 +125,7 @@ class AgentArgs:
     record: str | None = None
     replay: str | None = None
     replay_mode: str | None = None
+    follow_up: bool = False  # --continue: a follow-up of this kernel's previous run
 
 
 def agent_parser() -> argparse.ArgumentParser:
@@ -125,6 +133,9 @@ def agent_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="%agent", add_help=False, description="Run a recursive agent on PROMPT.",
                 usage="%%agent [options] PROMPT   |   %%%%agent [options] (cell body = prompt)")
     p.add_argument("-h", "--help", action="store_true", help="show this help")
+    p.add_argument("--continue", dest="follow_up", action="store_true",
+                   help="ask a follow-up in the conversation of this kernel's previous run: its questions and "
+                        "answers are the context, its session, provider, type and budgets are kept")
     p.add_argument("-t", "--type", help="agent type of the root agent (default: config agents.default_type)")
     p.add_argument("-p", "--provider", help="model provider: a registered name (scripted, anthropic, openai, ollama, ...) "
                    "or @name of a provider object in the kernel")
@@ -290,9 +301,12 @@ def parse_memory_line(line: str, cell: str | None = None) -> MemoryArgs:
     try:
         tokens = shlex.split(line)
     except ValueError as exc:
-        raise MagicUsageError(f"{parser.format_usage().strip()}\n%memory: error: {exc}") from None
+        raise MagicUsageError(f"%memory: unbalanced quotes in the line: {exc} (%memory -h for help)") from None
     if not tokens or tokens[0] in ("-h", "--help", "help"):
         raise MagicUsageError(parser.format_help().strip(), help=True)
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    if tokens[0] in commands and {"-h", "--help"} & set(tokens[1:]):
+        raise MagicUsageError(commands[tokens[0]].format_help().strip(), help=True)
     ns = parser.parse_args(tokens)
     values = vars(ns)
     text = " ".join(values.pop("text", []) or [])

@@ -108,17 +108,22 @@ def _check_names(args: AgentArgs, workspace: Workspace, namespace: dict[str, Any
     return agent_type, provider
 
 
-def _options(args: AgentArgs, workspace: Workspace) -> Any:
-    """The line's options over the workspace's ``agents`` config (the one merge ``RunOptions.coerce`` does)."""
-    from agentstack_lab.engine import RunOptions
-
+def given_options(args: AgentArgs) -> dict[str, Any]:
+    """The run options the line sets explicitly (``None`` and unset flags left out)."""
     given = {"max_depth": args.max_depth, "max_children": args.max_children, "max_agents": args.max_agents,
              "max_tokens": args.max_tokens, "timeout_s": args.timeout, "executor": args.executor,
              "auto_approve": args.auto_approve or None, "identity": args.identity, "on_query": args.on_query,
              "decision_timeout": args.decision_timeout,
              "coordinate": args.coordinate or None, "max_workers": args.max_workers, "record": args.record,
              "replay": args.replay, "replay_mode": args.replay_mode}
-    return RunOptions.coerce({**{k: v for k, v in given.items() if v is not None}, "subagents": args.subagents,
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def _options(args: AgentArgs, workspace: Workspace) -> Any:
+    """The line's options over the workspace's ``agents`` config (the one merge ``RunOptions.coerce`` does)."""
+    from agentstack_lab.engine import RunOptions
+
+    return RunOptions.coerce({**given_options(args), "subagents": args.subagents,
                               "interactive": not args.wait, "answers": dict(args.answers)}, workspace.config)
 
 
@@ -146,8 +151,14 @@ def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -
     except UnknownVariableError as exc:
         raise _usage(exc) from None
     workspace = workspace if workspace is not None else _workspace(shell)
-    agent_type, provider = _check_names(args, workspace, namespace)
     from agentstack_lab.engine import AgentRun
+
+    _install_run_helpers(AgentRun, shell)
+    if args.follow_up:  # %agent --continue: the previous run's thread, session, provider and budgets
+        from agentstack_lab.notebook.followup import follow_up
+
+        return follow_up(_magics(shell), args, prompt, workspace, namespace, _check_names)
+    agent_type, provider = _check_names(args, workspace, namespace)
 
     try:
         options = _options(args, workspace)
@@ -157,7 +168,6 @@ def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -
         session_id = _session_id(workspace, args.session)
     except AgentstackError as exc:  # empty, ended: one line
         raise _usage(exc) from None
-    _install_run_helpers(AgentRun, shell)
     from agentstack_lab.notebook.provenance_magic import live_executor
 
     # the kernel's runs share one undo journal; --executor subprocess gets its own executor from the options
@@ -241,6 +251,13 @@ def _claim_cell(shell: Any, run: Any) -> None:
         magics.earlier[run] = earlier
 
 
+def _remember(shell: Any, run: Any) -> None:
+    """``run`` is now the kernel's latest: what ``%agent --continue`` follows up."""
+    magics = _magics(shell)
+    if magics is not None:
+        magics.last_run = run
+
+
 def start_agent(shell: Any, args: AgentArgs, *, workspace: Workspace | None = None) -> Any:
     """Start (or, with ``--wait`` and no running loop, complete) a run; returns the ``AgentRun``.
 
@@ -260,6 +277,7 @@ def start_agent(shell: Any, args: AgentArgs, *, workspace: Workspace | None = No
     if headless_note:
         print("%agent: no running event loop here (not a Jupyter kernel): running to completion, headless",
               file=sys.stderr)
+    _remember(shell, run)
     if loop is None:
         import asyncio
 
@@ -275,6 +293,7 @@ def agent_awaitable(shell: Any, line: str, cell: str | None = None) -> Any:
     except MagicUsageError as exc:
         raise _usage(exc) from None
     run = build_run(shell, args)
+    _remember(shell, run)
     _claim_cell(shell, run)
     run.start()
     _show_live(shell, run)
@@ -425,6 +444,9 @@ def display_run(run: Any) -> bool:
     from IPython.display import display
 
     shell = get_ipython()
+    magics = _magics(shell)
+    if magics is not None and getattr(run, "continues", None) == getattr(magics.last_run, "id", False):
+        magics.last_run = run  # a shown `run.ask(...)` continues the thread %agent --continue follows
     tree = agent_tree(run, shell)
     msg = _cell_request(shell)[2] if shell is not None else None
     if msg is not None and getattr(tree, "shown_in", None) == msg:
@@ -433,84 +455,9 @@ def display_run(run: Any) -> bool:
     return True
 
 
-def events_frame(run: Any, full: bool = False) -> Any:
-    """The run's event log as a pandas DataFrame, compact for a first look.
-
-    Compact (default): one row per event, consecutive text deltas of one agent merged, with
-    ``time`` (seconds since the run's first event, from the events table), ``agent`` (type, and a
-    short number for subagents), ``event`` and a one-line ``text``. ``full=True`` gives every event
-    with its wire fields as columns (ids in full).
-    """
-    import pandas as pd
-
-    from agentstack_lab.events import to_wire
-
-    wires = [to_wire(e) for e in run.events]
-    if full:
-        columns = ["seq", "type", "agentId"]
-        frame = pd.DataFrame.from_records([{"seq": i, **w} for i, w in enumerate(wires)])
-        if frame.empty:
-            return pd.DataFrame(columns=columns)
-        return frame[columns + [c for c in frame.columns if c not in columns]]
-    times = _event_times(run)
-    names: dict[str, str] = {}
-    rows: list[dict[str, Any]] = []
-    for i, w in enumerate(wires):
-        agent = w.get("agentId")
-        if agent not in names:
-            state = w.get("state") if isinstance(w.get("state"), dict) else {}
-            kind = state.get("type") or "agent"
-            names[agent] = kind if not names else f"{kind} #{len(names)}"
-        at = times[i] - times[0] if i < len(times) and times else float("nan")
-        if w["type"] == "text-delta" and rows and rows[-1]["event"] == "text" and rows[-1]["_agent"] == agent:
-            rows[-1]["_text"] += w.get("delta", "")
-            continue
-        rows.append({"time": at, "agent": names[agent], "event": "text" if w["type"] == "text-delta" else w["type"],
-                     "_agent": agent, "_text": _event_text(w)})
-    from agentstack_lab.notebook.tree import excerpt
-
-    frame = pd.DataFrame([{"time": r["time"], "agent": r["agent"], "event": r["event"],
-                           "text": excerpt(r["_text"], 100)} for r in rows],
-                         columns=["time", "agent", "event", "text"])
-    frame["time"] = frame["time"].astype(float).round(3)
-    return frame
-
-
-def _event_times(run: Any) -> list[float]:
-    """Wall-clock times of the run's logged events, in order (the log may trail the live list)."""
-    db = getattr(getattr(run, "workspace", None), "db", None)
-    if db is None:
-        return []
-    try:
-        return [float(r[0]) for r in db.query("SELECT created_at FROM events WHERE run_id = ? ORDER BY seq",
-                                              (run.id,))]
-    except Exception:  # noqa: BLE001 - a missing time is shown as NaN, never an error
-        return []
-
-
-def _event_text(w: dict[str, Any]) -> str:
-    """One line about an event, for the compact frame."""
-    kind = w["type"]
-    if kind == "agent-state":
-        state = w.get("state") or {}
-        step = (state.get("metadata") or {}).get("step")
-        return f"{state.get('status', '')}" + (f" ({step})" if step and state.get("status") == "running" else "")
-    if kind == "text-delta":
-        return w.get("delta", "")
-    if kind == "tool-call":
-        value = w.get("input")
-        return f"{w.get('tool')}: " + (value["code"] if isinstance(value, dict) and isinstance(value.get("code"), str)
-                                      else str(value))
-    if kind == "tool-result":
-        return f"{w.get('tool')}: " + (w.get("error") or "ok")
-    if kind == "user-query":
-        return f"{w.get('kind')}: {w.get('prompt', '')}"
-    if kind == "agent-completed":
-        return str(w.get("result", ""))
-    return str(w.get("error", ""))
-
-
 def _install_run_helpers(run_cls: type, shell: Any) -> None:
+    from agentstack_lab.notebook.frames import events_frame
+
     if not hasattr(run_cls, "events_frame"):
         run_cls.events_frame = events_frame  # type: ignore[attr-defined]
     formatter = getattr(getattr(shell, "display_formatter", None), "ipython_display_formatter", None)
@@ -529,6 +476,7 @@ class AgentstackMagics(Magics):
         self.trees: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.cell_runs: dict[str, list[Any]] = {}  # cell id -> its runs still tracked (newest last)
         self.earlier: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()  # run -> to list
+        self.last_run: Any = None  # the latest run %agent started (or a shown follow-up of it): --continue's
 
     @property
     def workspace(self) -> Workspace:

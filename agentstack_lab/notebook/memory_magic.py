@@ -1,24 +1,25 @@
 """``%memory store|get|search|list|delete``: the workspace memory from a cell.
 
-Reads return pandas DataFrames (pandas is imported on first use; search snippets are plain text
-with the matched words in ``**``); writes print one line; every error is one line naming what
-was wrong.
+Reads return pandas DataFrames (pandas is imported on first use) that display as a readable table
+(:mod:`.memory_view`: content beside the key, highlighted matches, the default namespace hidden);
+writes print one line; every error, a bad argument included, is one line naming what was wrong.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
 from typing import Any
 
 from IPython.core.error import UsageError
 
+from agentstack_lab.errors import AgentstackError
 from agentstack_lab.notebook.args import MagicUsageError, MemoryArgs, OneLineError, parse_memory_line
 
 __all__ = ["MemoryError_", "run_memory", "run_memory_line", "SEARCH_COLUMNS", "ENTRY_COLUMNS"]
 
-SEARCH_COLUMNS = ["key", "namespace", "score", "matched", "snippet", "content", "agent_id"]
-ENTRY_COLUMNS = ["key", "namespace", "content", "tags", "agent_id", "version", "created_at", "updated_at"]
+SEARCH_COLUMNS = ["key", "content", "tags", "score", "namespace", "matched", "snippet", "agent_id"]
+"""Columns of a search frame; ``snippet`` is HTML (escaped text, matches in ``<mark>``) as ``Memory.search`` gives it."""
+ENTRY_COLUMNS = ["key", "content", "tags", "namespace", "agent_id", "version", "created_at", "updated_at"]
 
 
 class MemoryError_(OneLineError):  # noqa: N801 - "MemoryError" is a builtin
@@ -47,22 +48,21 @@ def _record(obj: Any) -> dict[str, Any]:
     return data
 
 
-def _plain_snippet(snippet: str) -> str:
-    """A search snippet (escaped HTML with ``<mark>`` around matches) as text with the matches in ``**``."""
-    return html.unescape(snippet.replace("<mark>", "**").replace("</mark>", "**"))
+def _frame(records: list[dict[str, Any]], columns: list[str], kind: str) -> Any:
+    from agentstack_lab.notebook.memory_view import memory_frame  # imports pandas
+
+    return memory_frame(records, columns, kind)
 
 
-def _frame(records: list[dict[str, Any]], preferred: list[str]) -> Any:
-    import pandas as pd
-
-    frame = pd.DataFrame.from_records(records)
-    if frame.empty:
-        return pd.DataFrame(columns=preferred)
-    frame = frame[[c for c in preferred if c in frame.columns]]
-    for col in ("created_at", "updated_at"):
-        if col in frame.columns and pd.api.types.is_numeric_dtype(frame[col]):
-            frame[col] = pd.to_datetime(frame[col], unit="s", utc=True).dt.tz_convert(None).dt.floor("s")
-    return frame
+def _with_tags(memory: Any, records: list[dict[str, Any]]) -> None:
+    """Search hits carry no tags: read each hit's entry (``--limit`` hits, 10 by default; one indexed read each)."""
+    for record in records:
+        try:
+            entry = memory.get(record["key"], namespace=record["namespace"])
+        except AgentstackError:  # a hit this memory may not read by key: shown without tags
+            entry = None
+        tags = getattr(entry, "tags", None) if entry is not None else None
+        record["tags"] = ",".join(tags) if tags else ""
 
 
 def run_memory(memory: Any, args: MemoryArgs) -> Any:
@@ -77,7 +77,7 @@ def run_memory(memory: Any, args: MemoryArgs) -> Any:
         entry = memory.get(args.key, **ns)
         if entry is None:
             raise MemoryError_(f"no entry {args.key!r} in namespace {args.namespace or 'default'!r}")
-        return _frame([_record(entry)], ENTRY_COLUMNS)
+        return _frame([_record(entry)], ENTRY_COLUMNS, "get")
     if args.command == "delete":
         if not memory.delete(args.key, **ns):
             raise MemoryError_(f"no entry {args.key!r} in namespace {args.namespace or 'default'!r}")
@@ -87,17 +87,15 @@ def run_memory(memory: Any, args: MemoryArgs) -> Any:
         kwargs: dict[str, Any] = {"limit": args.limit, "offset": args.offset, **ns}
         if args.agent:
             kwargs["agent_id"] = args.agent
-        return _frame([_record(e) for e in memory.list(**kwargs)], ENTRY_COLUMNS)
+        return _frame([_record(e) for e in memory.list(**kwargs)], ENTRY_COLUMNS, "list")
     results = memory.search(args.query, mode=args.mode, namespace=args.namespace, agent_id=args.agent,
                             limit=args.limit, threshold=args.threshold)
     degraded = getattr(results, "degraded", None)
     records = [_record(r) for r in results]
-    for record in records:
-        if isinstance(record.get("snippet"), str):
-            record["snippet"] = _plain_snippet(record["snippet"])
+    _with_tags(memory, records)
     if degraded:   # said once above the frame, and in a column and df.attrs for code that reads it
         print(f"%memory search: {degraded}")
-    frame = _frame(records, [*SEARCH_COLUMNS, "degraded"] if degraded else SEARCH_COLUMNS)
+    frame = _frame(records, [*SEARCH_COLUMNS, "degraded"] if degraded else SEARCH_COLUMNS, "search")
     frame.attrs["degraded"] = degraded
     return frame
 

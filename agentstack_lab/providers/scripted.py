@@ -274,11 +274,23 @@ def _findings(var: str, content: str) -> str:
     return text or content.strip()[:400]
 
 
-def _first_user_text(request: ProviderRequest) -> str:
-    for m in request.messages:
+def _last_user_text(request: ProviderRequest) -> str:
+    """The request's last user message (a follow-up's earlier turns come before it)."""
+    for m in reversed(request.messages):
         if m.role == "user":
             return m.text()
     return ""
+
+
+def _earlier_questions(request: ProviderRequest) -> list[str]:
+    """A follow-up's earlier questions: the leading (user, assistant) text pairs of the conversation."""
+    out, msgs = [], request.messages
+    for i in range(0, len(msgs) - 1, 2):
+        if not (msgs[i].role == "user" and isinstance(msgs[i].content, str)
+                and msgs[i + 1].role == "assistant" and isinstance(msgs[i + 1].content, str)):
+            break
+        out.append(msgs[i].content)
+    return out
 
 
 def _last_tool_result(messages: list[Message]) -> ToolResultBlock | None:
@@ -297,7 +309,7 @@ def demo_reply(request: ProviderRequest) -> Any:
     """The deterministic offline reply for one engine step (see the module docstring)."""
     meta = request.metadata or {}
     step = meta.get("step")
-    prompt = meta.get("prompt") or _first_user_text(request)
+    prompt = meta.get("prompt") or _last_user_text(request)
     if step == "clarify":
         return {"needs_clarification": False, "question": None}
     if step == "blocking":
@@ -332,11 +344,13 @@ def demo_reply(request: ProviderRequest) -> Any:
             return (f"{OFFLINE_TAG} I looked at `{var}` with Python. What the code computed:\n\n"
                     f"{_findings(var, result.content)}\n\nThe full summary is in `{var}_summary`. "
                     "(Offline demo: no real model was called; the numbers come from running the code.)")
-        return (f"{OFFLINE_TAG} This is an offline demo answer to: {prompt.strip()}\n"
+        earlier = _earlier_questions(request)
+        follow = f" (a follow-up to: {' '.join(earlier[-1].split())[:200]})" if earlier else ""
+        return (f"{OFFLINE_TAG} This is an offline demo answer to: {prompt.strip()}{follow}\n"
                 "No real model was called; configure a provider for real answers.")
     if step == "summary":
-        return _demo_summary(_first_user_text(request))
-    return f"{OFFLINE_TAG} No real model was called. You said: {_first_user_text(request)[:500]}"
+        return _demo_summary(_last_user_text(request))
+    return f"{OFFLINE_TAG} No real model was called. You said: {_last_user_text(request)[:500]}"
 
 
 def _demo_summary(body: str) -> str:
