@@ -43,7 +43,8 @@ def test_bad_lines_raise_usage(line, cell, reason):
     with pytest.raises(MagicUsageError) as info:
         parse_agent_line(line, cell)
     text = str(info.value)
-    assert text.startswith("usage: %agent [options] PROMPT") and reason in text
+    assert "\n" not in text and text.startswith("%agent: ") and reason in text  # one line, no usage block
+    assert text.endswith("(%agent -h for help)")
     assert not info.value.help
 
 
@@ -66,6 +67,34 @@ def test_memory_lines():
                         ('store k "unclosed', "No closing quotation"), ("get k", "only `%%memory store")]:
         with pytest.raises(MagicUsageError, match=reason):
             parse_memory_line(bad, "cell" if bad == "get k" else None)
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("search x --mode magic", "%memory search: argument --mode: invalid choice: 'magic' (choose from "),
+    ("search x --limit many", "%memory search: argument --limit: expected an integer"),
+    ("get", "%memory get: the following arguments are required: key"),
+    ("frobnicate", "%memory: argument {store,get,search,list,delete}: invalid choice: 'frobnicate'"),
+    ("list --bogus", "%memory: unrecognized arguments: --bogus"),
+    ('store k "unclosed', "%memory: unbalanced quotes in the line: No closing quotation"),
+])
+def test_memory_errors_are_one_line_naming_what_was_wrong(line, expected):
+    with pytest.raises(MagicUsageError) as info:
+        parse_memory_line(line)
+    text = str(info.value)
+    assert "\n" not in text and "usage:" not in text and text.startswith(expected), text
+    assert text.endswith("(%memory -h for help)") and not info.value.help
+
+
+def test_memory_subcommand_help():
+    with pytest.raises(MagicUsageError) as info:
+        parse_memory_line("search -h")
+    assert info.value.help and "--mode" in str(info.value) and "--threshold" in str(info.value)
+
+
+def test_continue_flag():
+    args = parse_agent_line("--continue --max-depth 1 and what about {year}?")
+    assert args.follow_up and args.max_depth == 1 and args.prompt == "and what about {year}?"
+    assert not parse_agent_line("what should I continue with?").follow_up
 
 
 def test_interpolation_and_descriptions():

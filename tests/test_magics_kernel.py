@@ -1,6 +1,9 @@
-"""The magics in a real kernel (one nbclient run): errors are one clear line, --wait, %%agent, {name}, %memory."""
+"""The magics in a real kernel (one nbclient run): errors are one clear line, --wait, %%agent, {name}, %memory,
+%agent --continue."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from nbclient import NotebookClient
@@ -13,6 +16,7 @@ pytestmark = pytest.mark.slow
 CELLS = {
     "setup": "%load_ext agentstack_lab\nimport pandas as pd\ndf = pd.DataFrame({'x': [1, 2, 3]})\nyear = 2024\n"
              + ASKING_PROVIDER,
+    "continue-none": "%agent --continue and what about 2023?",
     "bad-flag": "%agent --bogus hi",
     "bad-value": "%agent --max-depth deep hi",
     "bad-type": "%agent --type wizard hi",
@@ -31,6 +35,13 @@ CELLS = {
               "print(r.status)\nprint(r.prompt)",
     "frame": "print(r.events_frame(full=True).columns[:3].tolist(), len(r.events_frame(full=True)) == len(r.events),"
              " r.events_frame().columns.tolist())",
+    "continue": "r2 = %agent --wait --continue And in {year}?\n"
+                "print(r2.status, r2.tree['metadata']['continues'] == r.id, r2.session_id == r.session_id)\n"
+                "first = [q for q in r2.provider.requests if q.metadata['agent_id'] == r2.id][0]\n"
+                "print([(m.role, m.text()[:24]) for m in first.messages])\nprint(r2.result.splitlines()[0])",
+    "busy": "busy = %agent --provider @asking --no-subagents Which year was best?",
+    "continue-busy": "%agent --continue and the worst?",
+    "busy-stop": "busy.stop()\nawait busy.wait(raise_on_error=False)\nprint(busy.status)",
     "mem-store": '%memory store note "Quarterly revenue rose" --tags finance,q3\n'
                  "%memory store other Unrelated text about weather",
     "mem-cell": "%%memory store long-note\nLine one about churn.\nLine two about retention?",
@@ -41,6 +52,9 @@ CELLS = {
     "mem-bad": "%memory frobnicate",
     "mem-quote": '%memory search "unbalanced',
     "mem-delete": "%memory delete note\n%memory list",
+    "mem-bad-mode": "%memory search revenue --mode magic",
+    "mem-xss": '%memory store evil "revenue <script>alert(1)</script> **bold**"\n%memory search revenue --mode fts',
+    "mem-ns": '%memory store pnote "revenue in a project" -n proj --tags p1\n%memory search revenue --mode fts',
 }
 
 
@@ -79,13 +93,12 @@ def test_setup_ran(executed):
 
 
 @pytest.mark.parametrize("tag, expected", [
-    ("bad-flag", "%agent: error: unrecognized arguments: --bogus"),
-    ("bad-value", "%agent: error: argument --max-depth: expected an integer between 0 and 2**63-1, got 'deep'"),
+    ("bad-flag", "%agent: unrecognized arguments: --bogus"),
+    ("bad-value", "%agent: argument --max-depth: expected an integer between 0 and 2**63-1, got 'deep'"),
 ])
-def test_bad_flags_print_usage_without_traceback(executed, tag, expected):
-    lines = _one_line_error(executed[tag])
-    assert lines[0].startswith("UsageError: usage: %agent [options] PROMPT")
-    assert lines[-1] == expected
+def test_bad_flags_are_one_line_without_traceback(executed, tag, expected):
+    (line,) = _one_line_error(executed[tag])
+    assert line == f"UsageError: {expected} (%agent -h for help)"
 
 
 def test_unknown_type_provider_and_names_are_one_line(executed):
@@ -140,16 +153,55 @@ def test_memory_magics(executed):
     assert _text(executed["mem-cell"], "stdout").strip() == "stored 'long-note' in namespace 'default'"
     got = _text(executed["mem-get"])
     assert "long-note" in got and "Line one about churn." in got
-    search = _text(executed["mem-search"])
-    assert "0  note" in search and "\n1 " not in search and "weather" not in search  # fts: the keyword match only
-    assert "Quarterly **revenue** rose" in search and "<mark>" not in search  # snippet: plain text, match marked
+    search = _text(executed["mem-search"]).splitlines()
+    assert search[0].split() == ["key", "content", "tags", "score"]  # no namespace column: all in "default"
+    assert len(search) == 2 and search[1].startswith("note  Quarterly «revenue» rose  finance, q3  ")  # fts only
+    assert "**" not in "".join(search) and "<mark>" not in "".join(search)
     assert "long-note" in _text(executed["mem-search-question"])  # a trailing '?' is part of the query
     (line,) = _one_line_error(executed["mem-missing"])
     assert line == "%memory: no entry 'nope' in namespace 'default'"
-    lines = _one_line_error(executed["mem-bad"])
-    assert lines[0].startswith("UsageError: usage: %memory") and "invalid choice: 'frobnicate'" in lines[-1]
-    lines = _one_line_error(executed["mem-quote"])
-    assert lines[-1] == "%memory: error: No closing quotation"
+    (line,) = _one_line_error(executed["mem-bad"])
+    assert line.startswith("UsageError: %memory: argument {store,get,search,list,delete}: invalid choice: 'frobnicate'")
+    (line,) = _one_line_error(executed["mem-quote"])
+    assert line == "UsageError: %memory: unbalanced quotes in the line: No closing quotation (%memory -h for help)"
     listing = _text(executed["mem-delete"])
     assert "deleted 'note' from namespace 'default'" in listing
     assert "other" in listing and "long-note" in listing and " note " not in listing
+
+
+def _html(outputs):
+    (html,) = [o["data"]["text/html"] for o in outputs if "data" in o and "text/html" in o["data"]]
+    return html
+
+
+def test_memory_search_renders_highlights_and_hides_the_default_namespace(executed):
+    """Issue 13 item 13: content beside the key, <mark> highlights (not raw **), no default-namespace column."""
+    html = _html(executed["mem-search"])
+    assert re.findall(r"<th\b[^>]*>(.*?)</th>", html) == ["key", "content", "tags", "score"]
+    assert "<mark>revenue</mark>" in html and "**" not in html
+    assert html.index(">note<") < html.index("Quarterly <mark>revenue</mark> rose") < html.index(">finance, q3<")
+    (line,) = _one_line_error(executed["mem-bad-mode"])
+    assert line.startswith("UsageError: %memory search: argument --mode: invalid choice: 'magic' (choose from ")
+    assert "hybrid" in line and line.endswith("(%memory -h for help)")
+    xss = _html(executed["mem-xss"])  # model or user text in memory is escaped; only <mark> survives
+    assert "<script" not in xss and "&lt;script&gt;" in xss and "**bold**" in xss  # literal text, not a marker
+    ns = _html(executed["mem-ns"])  # a row outside "default": the namespace column appears
+    assert re.findall(r"<th\b[^>]*>(.*?)</th>", ns)[-1] == "namespace" and ">proj<" in ns and ">default<" in ns
+    assert "pnote" in _text(executed["mem-ns"]) and "proj" in _text(executed["mem-ns"])
+
+
+def test_continue_follows_up_the_previous_run(executed):
+    """Issue 13 item 14: %agent --continue asks in the same conversation (thread, session, link)."""
+    (line,) = _one_line_error(executed["continue-none"])
+    assert line == ("UsageError: %agent --continue: no earlier %agent run in this kernel to follow up; "
+                    "ask with %agent PROMPT first")
+    out = _text(executed["continue"], "stdout").splitlines()
+    assert out[0] == "completed True True"
+    assert out[1] == ("[('user', 'Describe 2024 and `df`\\n\\n'), ('assistant', '[offline scripted demo] '), "
+                      "('user', 'And in 2024?')]")
+    assert out[2] == ("[offline scripted demo] This is an offline demo answer to: And in 2024? "
+                      "(a follow-up to: Describe 2024 and `df`)")  # the offline demo says what it follows
+    (line,) = _one_line_error(executed["continue-busy"])
+    assert line.startswith("UsageError: %agent --continue: run ") and " is still " in line
+    assert "before asking a follow-up" in line
+    assert _text(executed["busy-stop"], "stdout").strip().endswith("stopped")

@@ -345,7 +345,7 @@ def demo_reply(request: ProviderRequest) -> Any:
                     f"{_findings(var, result.content)}\n\nThe full summary is in `{var}_summary`. "
                     "(Offline demo: no real model was called; the numbers come from running the code.)")
         earlier = _earlier_questions(request)
-        follow = f" (a follow-up to: {' '.join(earlier[-1].split())[:200]})" if earlier else ""
+        follow = f" (a follow-up to: {(earlier[-1].strip().splitlines() or [''])[0][:200]})" if earlier else ""
         return (f"{OFFLINE_TAG} This is an offline demo answer to: {prompt.strip()}{follow}\n"
                 "No real model was called; configure a provider for real answers.")
     if step == "summary":
