@@ -7,8 +7,9 @@ from agentstack_lab.engine.run import (
     BudgetExceededError,
     HeadlessQueryError,
     RunOptions,
+    RunStillGoingError,
     run_agent,
 )
 
 __all__ = ["AgentRun", "RunOptions", "run_agent", "HeadlessQueryError", "BudgetExceededError", "AgentRunError",
-           "AgentFailedError"]
+           "AgentFailedError", "RunStillGoingError"]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.cassettes import provider_for, run_secrets
 from agentstack_lab.engine.executors import ExecContext, Executor, make_executor
-from agentstack_lab.engine.followup import Turn, thread_of
+from agentstack_lab.engine.followup import RunStillGoingError, Turn, thread_of
 from agentstack_lab.engine.gate import RunControl
 from agentstack_lab.engine.inbound import InboundMixin
 from agentstack_lab.engine.lifecycle import LifecycleMixin
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
 
 __all__ = ["AgentRun", "RunOptions", "run_agent", "HeadlessQueryError", "BudgetExceededError", "AgentRunError",
-           "AgentFailedError"]
+           "AgentFailedError", "RunStillGoingError"]
 
 log = logging.getLogger(__name__)
 
