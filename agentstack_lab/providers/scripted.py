@@ -274,9 +274,10 @@ def _findings(var: str, content: str) -> str:
     return text or content.strip()[:400]
 
 
-def _last_user_text(request: ProviderRequest) -> str:
-    """The request's last user message (a follow-up's earlier turns come before it)."""
-    for m in reversed(request.messages):
+def _first_user_text(request: ProviderRequest) -> str:
+    """The request's own first user message: after a follow-up's earlier turns, if any."""
+    skip = 2 * len(_earlier_questions(request))
+    for m in request.messages[skip:]:
         if m.role == "user":
             return m.text()
     return ""
@@ -309,7 +310,7 @@ def demo_reply(request: ProviderRequest) -> Any:
     """The deterministic offline reply for one engine step (see the module docstring)."""
     meta = request.metadata or {}
     step = meta.get("step")
-    prompt = meta.get("prompt") or _last_user_text(request)
+    prompt = meta.get("prompt") or _first_user_text(request)
     if step == "clarify":
         return {"needs_clarification": False, "question": None}
     if step == "blocking":
@@ -349,8 +350,8 @@ def demo_reply(request: ProviderRequest) -> Any:
         return (f"{OFFLINE_TAG} This is an offline demo answer to: {prompt.strip()}{follow}\n"
                 "No real model was called; configure a provider for real answers.")
     if step == "summary":
-        return _demo_summary(_last_user_text(request))
-    return f"{OFFLINE_TAG} No real model was called. You said: {_last_user_text(request)[:500]}"
+        return _demo_summary(_first_user_text(request))
+    return f"{OFFLINE_TAG} No real model was called. You said: {_first_user_text(request)[:500]}"
 
 
 def _demo_summary(body: str) -> str:
