@@ -43,7 +43,7 @@ def test_bad_lines_raise_usage(line, cell, reason):
     with pytest.raises(MagicUsageError) as info:
         parse_agent_line(line, cell)
     text = str(info.value)
-    assert "\n" not in text and text.startswith("%agent: ") and reason in text  # one line, no usage block
+    assert "\n" not in text and text.startswith("%agent: error: ") and reason in text  # one line, no usage block
     assert text.endswith("(%agent -h for help)")
     assert not info.value.help
 
@@ -70,12 +70,12 @@ def test_memory_lines():
 
 
 @pytest.mark.parametrize("line, expected", [
-    ("search x --mode magic", "%memory search: argument --mode: invalid choice: 'magic' (choose from "),
-    ("search x --limit many", "%memory search: argument --limit: expected an integer"),
-    ("get", "%memory get: the following arguments are required: key"),
-    ("frobnicate", "%memory: argument {store,get,search,list,delete}: invalid choice: 'frobnicate'"),
-    ("list --bogus", "%memory: unrecognized arguments: --bogus"),
-    ('store k "unclosed', "%memory: unbalanced quotes in the line: No closing quotation"),
+    ("search x --mode magic", "%memory search: error: argument --mode: invalid choice: 'magic' (choose from "),
+    ("search x --limit many", "%memory search: error: argument --limit: expected an integer"),
+    ("get", "%memory get: error: the following arguments are required: key"),
+    ("frobnicate", "%memory: error: argument {store,get,search,list,delete}: invalid choice: 'frobnicate'"),
+    ("list --bogus", "%memory: error: unrecognized arguments: --bogus"),
+    ('store k "unclosed', "%memory: error: unbalanced quotes in the line: No closing quotation"),
 ])
 def test_memory_errors_are_one_line_naming_what_was_wrong(line, expected):
     with pytest.raises(MagicUsageError) as info:

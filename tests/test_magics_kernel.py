@@ -93,8 +93,8 @@ def test_setup_ran(executed):
 
 
 @pytest.mark.parametrize("tag, expected", [
-    ("bad-flag", "%agent: unrecognized arguments: --bogus"),
-    ("bad-value", "%agent: argument --max-depth: expected an integer between 0 and 2**63-1, got 'deep'"),
+    ("bad-flag", "%agent: error: unrecognized arguments: --bogus"),
+    ("bad-value", "%agent: error: argument --max-depth: expected an integer between 0 and 2**63-1, got 'deep'"),
 ])
 def test_bad_flags_are_one_line_without_traceback(executed, tag, expected):
     (line,) = _one_line_error(executed[tag])
@@ -161,9 +161,9 @@ def test_memory_magics(executed):
     (line,) = _one_line_error(executed["mem-missing"])
     assert line == "%memory: no entry 'nope' in namespace 'default'"
     (line,) = _one_line_error(executed["mem-bad"])
-    assert line.startswith("UsageError: %memory: argument {store,get,search,list,delete}: invalid choice: 'frobnicate'")
+    assert line.startswith("UsageError: %memory: error: argument {store,get,search,list,delete}: invalid choice: 'frobnicate'")
     (line,) = _one_line_error(executed["mem-quote"])
-    assert line == "UsageError: %memory: unbalanced quotes in the line: No closing quotation (%memory -h for help)"
+    assert line == "UsageError: %memory: error: unbalanced quotes in the line: No closing quotation (%memory -h for help)"
     listing = _text(executed["mem-delete"])
     assert "deleted 'note' from namespace 'default'" in listing
     assert "other" in listing and "long-note" in listing and " note " not in listing
@@ -181,7 +181,7 @@ def test_memory_search_renders_highlights_and_hides_the_default_namespace(execut
     assert "<mark>revenue</mark>" in html and "**" not in html
     assert html.index(">note<") < html.index("Quarterly <mark>revenue</mark> rose") < html.index(">finance, q3<")
     (line,) = _one_line_error(executed["mem-bad-mode"])
-    assert line.startswith("UsageError: %memory search: argument --mode: invalid choice: 'magic' (choose from ")
+    assert line.startswith("UsageError: %memory search: error: argument --mode: invalid choice: 'magic' (choose from ")
     assert "hybrid" in line and line.endswith("(%memory -h for help)")
     xss = _html(executed["mem-xss"])  # model or user text in memory is escaped; only <mark> survives
     assert "<script" not in xss and "&lt;script&gt;" in xss and "**bold**" in xss  # literal text, not a marker

@@ -3,7 +3,7 @@
 ``%agent`` options come first; everything after the first word that is not an option is the
 prompt, kept verbatim (apostrophes, ``?``, braces and all). Bad input raises
 :class:`MagicUsageError` whose message is ONE line naming the command and what was wrong
-(``%memory search: argument --mode: invalid choice: 'x' (choose from ...)``), never argparse's usage
+(``%memory search: error: argument --mode: invalid choice: 'x' (choose from ...)``), never argparse's usage
 block (4 lines for ``%memory search``, which buried the reason); ``-h`` prints the full help.
 """
 
@@ -51,7 +51,7 @@ class _Parser(argparse.ArgumentParser):
     """An argparse parser that raises instead of printing and exiting."""
 
     def error(self, message: str):  # type: ignore[override]
-        raise MagicUsageError(one_line(f"{self.prog}: {message} ({self.prog.split()[0]} -h for help)"))
+        raise MagicUsageError(one_line(f"{self.prog}: error: {message} ({self.prog.split()[0]} -h for help)"))
 
     def exit(self, status: int = 0, message: str | None = None):  # type: ignore[override]
         raise MagicUsageError(one_line((message or "").strip() or f"{self.prog}: bad arguments"))
@@ -301,7 +301,7 @@ def parse_memory_line(line: str, cell: str | None = None) -> MemoryArgs:
     try:
         tokens = shlex.split(line)
     except ValueError as exc:
-        raise MagicUsageError(f"%memory: unbalanced quotes in the line: {exc} (%memory -h for help)") from None
+        raise MagicUsageError(f"%memory: error: unbalanced quotes in the line: {exc} (%memory -h for help)") from None
     if not tokens or tokens[0] in ("-h", "--help", "help"):
         raise MagicUsageError(parser.format_help().strip(), help=True)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices

@@ -53,7 +53,7 @@ def _tokens(parser: Any, line: str) -> list[str]:
     try:
         tokens = shlex.split(line, comments=True)  # a trailing "# ..." is a comment, as in Python
     except ValueError as exc:
-        raise MagicUsageError(f"{parser.format_usage().strip()}\n{parser.prog}: error: {exc}") from None
+        raise MagicUsageError(f"{parser.prog}: error: {exc} ({parser.prog} -h for help)") from None
     if "-h" in tokens or "--help" in tokens:
         raise MagicUsageError(parser.format_help().strip(), help=True)
     return tokens
