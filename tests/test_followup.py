@@ -176,3 +176,16 @@ def test_ask_without_a_loop_returns_an_unstarted_run(ws):
     second = first.ask("q2")
     assert second.status == "pending" and not second.done
     assert asyncio.run(second.wait()) == "answer to q2"
+
+
+async def test_cassettes_are_not_carried_over(ws, tmp_path):
+    provider = model()
+    first = AgentRun("q", workspace=ws, provider=provider, options={"subagents": False,
+                                                                     "record": str(tmp_path / "first.jsonl")})
+    await first
+    recorded = (tmp_path / "first.jsonl").read_text()
+    second = first.ask("q2")
+    await second
+    assert second.options.record is None and second.provider is provider  # the real provider, unwrapped
+    assert (tmp_path / "first.jsonl").read_text() == recorded  # the first run's cassette is untouched
+    assert requests_of(provider, second)[0].messages[0].text() == "q"

@@ -80,3 +80,14 @@ def test_session_by_name_is_started_once_and_reused(shell, capsys):
     assert first.session_id == second.session_id
     third = shell.run_line_magic("agent", f"--session {first.session_id} --auto-approve --no-subagents --max-depth 0 x")
     assert third.session_id == first.session_id
+
+
+def test_executor_option_and_continue_without_a_loop(shell, capsys):
+    """``--executor subprocess`` is honoured (it isolates agent code); ``--continue`` works headless too."""
+    first = shell.run_line_magic("agent", "--auto-approve --no-subagents --executor subprocess how big is the sun?")
+    assert first.status == "completed" and first.executor.name == "subprocess"
+    live = shell.run_line_magic("agent", "--auto-approve --no-subagents what is the moon?")
+    assert live.executor.name == "live"
+    follow = shell.run_line_magic("agent", "--continue --no-subagents and the earth?")
+    assert follow.status == "completed" and follow.tree["metadata"]["continues"] == live.id
+    assert "(a follow-up to: what is the moon?)" in follow.result and follow.session_id == live.session_id

@@ -128,7 +128,8 @@ def test_unknown_run_and_bad_name_are_one_line(executed):
     assert _out(cells["unknown"]) == ["UsageError: %agent_undo: unknown run '0000dead': no run with that id "
                                       "changed kernel variables (see %agent_history)"]
     (line,) = [ln for ln in _out(cells["bad-name"]) if "error" in ln.lower()][-1:]
-    assert line == "%agent_history: error: NAME must be a variable name, got 'not a name'"
+    assert line == ("UsageError: %agent_history: error: NAME must be a variable name, got 'not a name' "
+                    "(%agent_history -h for help)")  # the whole error: one line, no usage block above it
 
 
 def test_the_tree_lists_the_names_each_python_call_touched(executed):
