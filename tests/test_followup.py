@@ -189,3 +189,23 @@ async def test_cassettes_are_not_carried_over(ws, tmp_path):
     assert second.options.record is None and second.provider is provider  # the real provider, unwrapped
     assert (tmp_path / "first.jsonl").read_text() == recorded  # the first run's cassette is untouched
     assert requests_of(provider, second)[0].messages[0].text() == "q"
+
+
+async def test_the_tree_draws_a_follow_up_under_the_question_it_continues(ws):
+    """The widget's fold reads ``continuesPrompt``; the root's title says what it follows (escaped)."""
+    from agentstack_lab.notebook.render import node_title
+    from agentstack_lab.notebook.tree import TreeState
+
+    provider = model({"Is <b>x</b> > 3?": "Yes."})
+    first = AgentRun("Is <b>x</b> > 3?", workspace=ws, provider=provider, options={"subagents": False})
+    await first
+    second = first.ask("And y?")
+    await second
+    state, before = TreeState(), TreeState()
+    state.extend(second.events)
+    before.extend(first.events)
+    root = state.node(second.id)
+    assert root.follows == "Is <b>x</b> > 3?" and before.node(first.id).follows is None
+    title = node_title(root, collapsed_result=False)
+    assert "↪ follow-up to “Is &lt;b&gt;x&lt;/b&gt; &gt; 3?”" in title and "And y?" in title
+    assert "follow-up" not in node_title(before.node(first.id), collapsed_result=False)

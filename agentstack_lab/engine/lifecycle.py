@@ -79,6 +79,7 @@ class LifecycleMixin:
             from agentstack_lab.engine.followup import transcript
 
             root.metadata["continues"] = self.continues
+            root.metadata["continuesPrompt"] = self.thread[-1].prompt[:200] if self.thread else ""
             root.history = transcript(self.thread)
         self.nodes[root.id] = root
         self.emit_state(root, with_content=at is not None)  # a retried subtask starts from empty text

@@ -213,6 +213,9 @@ def node_title(node: NodeState, collapsed_result: bool) -> str:
                     f'color:var(--jp-ui-font-color0);border-radius:8px;padding:0 6px;margin-right:4px;'
                     f'font-size:85%;white-space:nowrap">{escape(b)}</span>' for b in node.badges)
     text = marks + f"<b>{escape(node.type)}</b>" + (f" · {prompt}" if prompt else "")
+    if node.follows is not None:  # a follow-up (``run.ask`` / ``%agent --continue``): the question it continues
+        text = (f'<span class="agentstack-quiet">↪ follow-up to “{escape(excerpt(node.follows, 80))}”</span><br>'
+                + text)
     if collapsed_result:
         done = node.result if node.result is not None else (node.error or "")
         text += f' <span class="agentstack-quiet">→ {escape(excerpt(done, 90))}</span>'

@@ -137,6 +137,7 @@ class NodeState:
     started_at: float | None = None  # wall-clock times reported by the engine, when it does
     ended_at: float | None = None
     badges: list[str] = field(default_factory=list)  # control-plane facts: drift warnings, consensus checkpoints
+    follows: str | None = None  # a follow-up root: the question it follows (``metadata.continuesPrompt``)
 
     @property
     def pending_query(self) -> UserQuery | None:
@@ -236,6 +237,8 @@ class TreeState:
                     node.executor = meta["executor"]
                 if isinstance(meta.get("answers"), list):
                     node.answers = [a for a in meta["answers"] if isinstance(a, dict)]
+                if isinstance(meta.get("continues"), str):
+                    node.follows = str(meta.get("continuesPrompt") or "the previous run")
             if isinstance(s.get("name"), str):
                 node.name = s["name"]
             for key, attr in (("startedAt", "started_at"), ("endedAt", "ended_at")):
