@@ -182,6 +182,36 @@ def test_panel_approves_a_terminal_run_and_toasts(lab, page):
         assert (DOCS / shot).stat().st_size < 200_000
 
 
+FOLLOW_UP = """
+import asyncio, sys
+from agentstack_lab.engine import AgentRun
+from agentstack_lab.workspace import Workspace
+
+async def main():
+    with Workspace.open(sys.argv[1], announce=False) as ws:
+        first = AgentRun("how many rows has the <sales> table?", workspace=ws, options={"subagents": False})
+        await first
+        await first.ask("and how many columns?")
+
+asyncio.run(main())
+"""
+
+
+def test_panel_links_a_follow_up_to_the_question_it_continues(lab, page):
+    from playwright.sync_api import expect
+
+    _base, _token, root, _tmp = lab
+    subprocess.run([sys.executable, "-c", FOLLOW_UP, str(root)], check=True, timeout=120, cwd=root)
+    page.evaluate("() => window.jupyterapp.shell.activateById('agentstack-agents')")
+    panel = page.locator("#agentstack-agents")
+    row = panel.locator(".agentstack-run").filter(has_text="and how many columns?")
+    expect(row).to_have_count(1)
+    expect(row.locator(".agentstack-follow-up")).to_have_text("↪ follow-up to “how many rows has the <sales> table?”")
+    first = panel.locator(".agentstack-run", has=page.locator(".agentstack-run-prompt", has_text="how many rows"))
+    expect(first).to_have_count(1)
+    expect(first.locator(".agentstack-follow-up")).to_have_count(0)
+
+
 def test_saved_notebook_reopened_without_its_kernel_shows_final_trees(lab, page):
     from playwright.sync_api import expect
 

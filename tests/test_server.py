@@ -296,3 +296,28 @@ def test_decision_actions_refuse_bad_input_with_one_line(jp_fetch, jp_asyncio_lo
         metrics = (await jp_fetch("agentstack", "api", "metrics")).body.decode()
         assert "# TYPE agentstack_agents gauge" in metrics and "agentstack_ws_clients 0.0" in metrics
     jp_asyncio_loop.run_until_complete(body())
+
+
+def _question_and_follow_up(root: Path) -> tuple[str, str]:
+    from agentstack_lab.engine import AgentRun
+    from agentstack_lab.workspace import Workspace
+
+    async def runs() -> tuple[str, str]:
+        with Workspace.open(root, announce=False) as ws:
+            first = AgentRun("what is 6 * 7?", workspace=ws, options={"subagents": False})
+            await first
+            second = first.ask("and times 2?")
+            await second
+            return first.id, second.id
+
+    return asyncio.run(runs())
+
+
+def test_runs_list_links_a_follow_up_to_the_run_it_continues(jp_fetch, jp_root_dir, jp_asyncio_loop):
+    """The lab panel's runs list shows "↪ follow-up to “…”" from these two fields."""
+    async def body():
+        first, second = await asyncio.to_thread(_question_and_follow_up, jp_root_dir)
+        runs = {r["id"]: r for r in (await _get(jp_fetch, "runs"))["runs"]}
+        assert runs[second]["continues"] == first and runs[second]["continuesPrompt"] == "what is 6 * 7?"
+        assert runs[first]["continues"] is None and runs[first]["continuesPrompt"] is None
+    jp_asyncio_loop.run_until_complete(body())

@@ -142,14 +142,17 @@ def exposition(db: Any, *, clients: int = 0) -> bytes:
 
 
 def run_extras(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Per run: its ``origin`` (notebook path, terminal, worker, MCP, lab) and pending decisions."""
+    """Per run: its ``origin`` (notebook path, terminal, worker, MCP, lab), pending decisions, and for a
+    follow-up (``run.ask`` / ``%agent --continue``) the run it continues and that run's question."""
     if not run_ids:
         return {}
     marks = ",".join("?" * len(run_ids))
-    out: dict[str, dict[str, Any]] = {r: {"origin": None, "waiting_for_you": 0} for r in run_ids}
-    for rid, origin in db.query(f"SELECT id, json_extract(metadata, '$.origin') FROM agents WHERE id IN ({marks})",
-                                run_ids):
-        out[rid]["origin"] = origin
+    out: dict[str, dict[str, Any]] = {r: {"origin": None, "waiting_for_you": 0, "continues": None,
+                                          "continues_prompt": None} for r in run_ids}
+    for rid, origin, continues, prompt in db.query(
+            "SELECT id, json_extract(metadata, '$.origin'), json_extract(metadata, '$.continues'),"
+            f" json_extract(metadata, '$.continuesPrompt') FROM agents WHERE id IN ({marks})", run_ids):
+        out[rid].update(origin=origin, continues=continues, continues_prompt=prompt)
     for rid, n in db.query(f"SELECT run_id, count(*) FROM decisions WHERE state = 'pending' AND run_id IN ({marks})"
                            " GROUP BY run_id", run_ids):
         out[rid]["waiting_for_you"] = n

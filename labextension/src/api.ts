@@ -17,6 +17,9 @@ export interface IRun {
   waiting?: number;
   waitingForYou?: number;
   origin?: string | null;
+  /** A follow-up's predecessor run and its question. */
+  continues?: string | null;
+  continuesPrompt?: string | null;
 }
 
 export interface IDecision {

@@ -264,6 +264,8 @@ export class AgentsPanel extends Widget {
       table.append(h('div', { class: `agentstack-run${r.id === this.selected ? ' selected' : ''}`, 'data-run': r.id,
         onclick: () => this.showRun(r.id) },
         h('div', {}, badge(r.status), ' ', h('span', { class: 'agentstack-run-prompt' }, r.prompt.slice(0, 80))),
+        r.continues ? h('div', { class: 'agentstack-muted agentstack-follow-up' },
+          `↪ follow-up to “${(r.continuesPrompt || 'an earlier run').slice(0, 80)}”`) : null,
         h('div', { class: 'agentstack-muted agentstack-run-meta' },
           `${origin(r.origin)} · ${elapsed(r)} · ${r.tokens || 0} tokens · ${r.agents || 0} agents`,
           waiting ? h('span', { class: 'agentstack-badge s-waiting_user agentstack-waiting' }, ` ${waiting} waiting for you`) : null)));
