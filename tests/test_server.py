@@ -321,3 +321,20 @@ def test_runs_list_links_a_follow_up_to_the_run_it_continues(jp_fetch, jp_root_d
         assert runs[second]["continues"] == first and runs[second]["continuesPrompt"] == "what is 6 * 7?"
         assert runs[first]["continues"] is None and runs[first]["continuesPrompt"] is None
     jp_asyncio_loop.run_until_complete(body())
+
+
+def test_rest_keeps_the_keys_of_user_and_model_data(jp_fetch, jp_root_dir, jp_asyncio_loop):
+    """Envelope keys are camelCase; a memory entry's metadata and a tool call's input keep the keys they were
+    written with (the reply's recursive camel-casing turned ``source_url`` into ``sourceUrl``)."""
+    from agentstack_lab.server.base import camel_keys
+    from agentstack_lab.workspace import Workspace
+
+    with Workspace.open(jp_root_dir, announce=False) as ws:
+        ws.memory.store("q3", "quarterly revenue notes", metadata={"source_url": "https://x", "page_no": 3})
+
+    async def body():
+        hits = (await _get(jp_fetch, "memory/search", params={"q": "quarterly revenue"}))["results"]
+        assert hits[0]["metadata"] == {"source_url": "https://x", "page_no": 3} and "agentId" in hits[0]
+    jp_asyncio_loop.run_until_complete(body())
+    wire = camel_keys({"events": [{"type": "tool-call", "tool_id": "t", "input": {"max_rows": 5}}]})
+    assert wire == {"events": [{"type": "tool-call", "toolId": "t", "input": {"max_rows": 5}}]}

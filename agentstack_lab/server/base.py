@@ -27,13 +27,23 @@ __all__ = ["PREFIX", "BaseHandler", "ServerState", "camel_keys"]
 PREFIX = "agentstack/api"
 
 
+OPAQUE = frozenset({"metadata", "input", "output", "options", "payload", "answer", "response", "result", "scores"})
+"""Keys whose values are the user's or the model's data, passed through as they are: a memory entry's
+``metadata`` ``{"source_url": …}`` or a tool call's ``input`` ``{"max_rows": 5}`` must reach the panel
+with the keys they were written with (camel-casing them changed the data)."""
+
+
 def camel_keys(value: Any) -> Any:
-    """``value`` with every dict key in camelCase (``run_id`` → ``runId``), recursively."""
+    """``value`` with its dict keys in camelCase (``run_id`` → ``runId``), recursively, except inside :data:`OPAQUE`."""
     if isinstance(value, dict):
-        return {re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), str(k)): camel_keys(v) for k, v in value.items()}
+        return {_camel(str(k)): v if k in OPAQUE else camel_keys(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [camel_keys(v) for v in value]
     return value
+
+
+def _camel(key: str) -> str:
+    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), key)
 
 
 @dataclass(kw_only=True)

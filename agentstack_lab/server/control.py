@@ -142,8 +142,10 @@ def exposition(db: Any, *, clients: int = 0) -> bytes:
 
 
 def run_extras(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Per run: its ``origin`` (notebook path, terminal, worker, MCP, lab), pending decisions, and for a
-    follow-up (``run.ask`` / ``%agent --continue``) the run it continues and that run's question."""
+    """Per run: its ``origin`` (notebook path, terminal, worker, MCP, lab), pending decisions, and more.
+
+    For a follow-up (``run.ask`` / ``%agent --continue``): the run it continues and that run's question.
+    """
     if not run_ids:
         return {}
     marks = ",".join("?" * len(run_ids))
