@@ -72,13 +72,15 @@ def executed(tmp_path_factory):
 
 
 def _out(outputs):
-    lines = []
+    """The cell's printed lines; consecutive stream messages are joined first (the kernel may flush one
+    ``print`` in two messages: "3" and " ['changed', …]" arrived apart once under load)."""
+    text = ""
     for o in outputs:
         if o["output_type"] == "stream":
-            lines += o["text"].splitlines()
+            text += o["text"]
         elif o["output_type"] == "error":
-            lines += [ln for t in o["traceback"] for ln in t.splitlines()]
-    return [ln for ln in lines if ln.strip() and not ln.startswith("agentstack-lab: using database")]
+            text += "\n" + "\n".join(o["traceback"]) + "\n"
+    return [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("agentstack-lab: using database")]
 
 
 def test_setup_and_runs_ran(executed):
