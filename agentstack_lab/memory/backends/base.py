@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Entry", "Item", "Backend", "Background", "content_hash", "entry_from_row", "stale"]
+__all__ = ["Entry", "Item", "Backend", "Background", "RowReads", "content_hash", "entry_from_row", "stale"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,40 @@ def stale(it: Item, found: dict) -> bool:
     """True when ``it`` is new or its content changed (so it needs embedding)."""
     old = found.get((it.namespace, it.key))
     return old is None or old[1] != it.hash
+
+
+class RowReads:
+    """The reads both backends answer with the same SQL over ``memory``, ``memory_tags`` and ``memory_versions``.
+
+    A backend sets :attr:`cols` (its select list: PostgreSQL casts ``metadata`` to text) and has ``db``
+    with ``conn`` and ``query``; the search paths differ (FTS5/vec0 against tsvector/pgvector) and stay
+    in each backend.
+    """
+
+    cols: str
+    db: Any
+
+    def get(self, namespace: str, key: str) -> Entry | None:
+        row = self.db.conn.execute(f"SELECT {self.cols} FROM memory m WHERE m.namespace = ? AND m.key = ?",
+                                   (namespace, key)).fetchone()
+        return entry_from_row(row) if row else None
+
+    def list(self, where: str, params: list[Any], tag: str | None, limit: int, offset: int) -> list[Entry]:
+        if tag is not None:
+            where += " AND EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_rid = m.rid AND t.tag = ?)"
+            params = [*params, tag]
+        rows = self.db.query(f"SELECT {self.cols} FROM memory m WHERE {where} ORDER BY m.updated_at DESC, m.rid DESC"
+                             " LIMIT ? OFFSET ?", [*params, limit, offset])
+        return [entry_from_row(r) for r in rows]
+
+    def count(self, where: str, params: list[Any]) -> int:
+        return self.db.query(f"SELECT count(*) FROM memory m WHERE {where}", params)[0][0]
+
+    def history(self, namespace: str, key: str) -> list[dict[str, Any]]:
+        rows = self.db.query("SELECT v.version, v.content, v.updated_at FROM memory_versions v JOIN memory m"
+                             " ON m.rid = v.memory_rid WHERE m.namespace = ? AND m.key = ? ORDER BY v.version",
+                             (namespace, key))
+        return [{"version": r[0], "content": r[1], "updated_at": r[2]} for r in rows]
 
 
 class Background:

@@ -39,7 +39,13 @@ import numpy as np
 
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import MemoryValidationError, check_sessions_active
-from agentstack_lab.memory.backends.base import Embed, Entry, Item, OwnerCheck, entry_from_row, stale
+from agentstack_lab.memory.backends.base import (
+    Embed,
+    Item,
+    OwnerCheck,
+    RowReads,
+    stale,
+)
 from agentstack_lab.memory.fts import fts_terms, mark_snippet, relative_scores
 from agentstack_lab.memory.vectors import EmbedderMismatchError
 
@@ -216,8 +222,10 @@ def _check_text(items: list[Item]) -> None:
                                         " text cannot hold")
 
 
-class PostgresBackend:
+class PostgresBackend(RowReads):
     """The memory tables of a :class:`PgDatabase` (see the module docstring for the semantics)."""
+
+    cols = _COLS
 
     dialect = "postgres"
 
@@ -343,28 +351,6 @@ class PostgresBackend:
         return cur.rowcount
 
     # --- reads --------------------------------------------------------------------------------------
-    def get(self, namespace: str, key: str) -> Entry | None:
-        row = self.db.conn.execute(f"SELECT {_COLS} FROM memory m WHERE m.namespace = ? AND m.key = ?",
-                                   (namespace, key)).fetchone()
-        return entry_from_row(row) if row else None
-
-    def list(self, where: str, params: list[Any], tag: str | None, limit: int, offset: int) -> list[Entry]:
-        if tag is not None:
-            where += " AND EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_rid = m.rid AND t.tag = ?)"
-            params = [*params, tag]
-        rows = self.db.query(f"SELECT {_COLS} FROM memory m WHERE {where} ORDER BY m.updated_at DESC, m.rid DESC"
-                             " LIMIT ? OFFSET ?", [*params, limit, offset])
-        return [entry_from_row(r) for r in rows]
-
-    def count(self, where: str, params: list[Any]) -> int:
-        return self.db.query(f"SELECT count(*) FROM memory m WHERE {where}", params)[0][0]
-
-    def history(self, namespace: str, key: str) -> list[dict[str, Any]]:
-        rows = self.db.query("SELECT v.version, v.content, v.updated_at FROM memory_versions v JOIN memory m"
-                             " ON m.rid = v.memory_rid WHERE m.namespace = ? AND m.key = ? ORDER BY v.version",
-                             (namespace, key))
-        return [{"version": r[0], "content": r[1], "updated_at": r[2]} for r in rows]
-
     def stats(self) -> dict[str, int]:
         row = self.db.query("SELECT count(*), count(tsv), (SELECT count(*) FROM memory_vec) FROM memory")[0]
         return {"memory": row[0], "fts": row[1], "vector": row[2]}

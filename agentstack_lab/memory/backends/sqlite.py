@@ -23,10 +23,9 @@ from agentstack_lab.memory.access import check_sessions_active
 from agentstack_lab.memory.backends.base import (
     Background,
     Embed,
-    Entry,
     Item,
     OwnerCheck,
-    entry_from_row,
+    RowReads,
     stale,
 )
 from agentstack_lab.memory.fts import fts_search, fts_snippets
@@ -60,8 +59,10 @@ class _InsertTriggers:
 _INSERT_TRIGGERS = _InsertTriggers()
 
 
-class SqliteBackend:
+class SqliteBackend(RowReads):
     """The memory tables of a workspace :class:`~agentstack_lab.store.connection.Database`."""
+
+    cols = _COLS
 
     dialect = "sqlite"
 
@@ -215,28 +216,6 @@ class SqliteBackend:
         return len(rids)
 
     # --- reads --------------------------------------------------------------------------------------
-    def get(self, namespace: str, key: str) -> Entry | None:
-        row = self.db.conn.execute(f"SELECT {_COLS} FROM memory m WHERE m.namespace = ? AND m.key = ?",
-                                   (namespace, key)).fetchone()
-        return entry_from_row(row) if row else None
-
-    def list(self, where: str, params: list[Any], tag: str | None, limit: int, offset: int) -> list[Entry]:
-        if tag is not None:
-            where += " AND EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_rid = m.rid AND t.tag = ?)"
-            params = [*params, tag]
-        rows = self.db.query(f"SELECT {_COLS} FROM memory m WHERE {where} ORDER BY m.updated_at DESC, m.rid DESC"
-                             " LIMIT ? OFFSET ?", [*params, limit, offset])
-        return [entry_from_row(r) for r in rows]
-
-    def count(self, where: str, params: list[Any]) -> int:
-        return self.db.query(f"SELECT count(*) FROM memory m WHERE {where}", params)[0][0]
-
-    def history(self, namespace: str, key: str) -> list[dict[str, Any]]:
-        rows = self.db.query("SELECT v.version, v.content, v.updated_at FROM memory_versions v JOIN memory m"
-                             " ON m.rid = v.memory_rid WHERE m.namespace = ? AND m.key = ? ORDER BY v.version",
-                             (namespace, key))
-        return [{"version": r[0], "content": r[1], "updated_at": r[2]} for r in rows]
-
     def stats(self) -> dict[str, int]:
         q = self.db.query
         return {"memory": q("SELECT count(*) FROM memory")[0][0],
