@@ -37,9 +37,10 @@ def _items(texts, start=0):
 
 @pytest.fixture
 def small_pq(monkeypatch):
-    """Build the PQ from 3,000 rows and search exactly only below 300 filtered rows (the real thresholds are
-    20,000: the same code paths on a test-sized memory)."""
+    """Build the PQ from 3,000 rows in shards of 1,500 and search exactly only below 300 filtered rows (the real
+    thresholds are 20,000 and 262,144: the same code paths on a test-sized memory)."""
     monkeypatch.setattr(shared_index, "PQ_MIN", 3000)
+    monkeypatch.setattr(shared_index, "SHARD_ROWS", 1500)
     monkeypatch.setattr(shared_index, "PQ_TAIL", 2000)
     monkeypatch.setattr(shared_index, "PQ_TRAIN", 3000)
     monkeypatch.setattr(shared_index, "EXACT_ROWS", 300)
@@ -68,7 +69,7 @@ def test_recall_and_filters_against_exact(tmp_path, small_pq):
                     assert score == pytest.approx(allowed[rid], abs=1e-5)
                 hits += len({r for r, _ in got} & {r for r, _ in want})
                 total += len(want)
-        assert shared.shared_index()._pq is not None and exact._matrix is not None
+        assert len(shared.shared_index()._pq) > 1 and exact._matrix is not None   # several PQ shards
         recall = hits / total
         print(f"recall@10 over {len(FILTERS)} filters x {len(queries)} queries: {recall:.4f}")
         assert recall >= 0.99
@@ -219,4 +220,4 @@ def test_index_of_an_older_format_is_rebuilt_with_a_log_line(tmp_path, small_pq,
         assert hits[0].key == "k7"
         st = ws.memory.index.shared_index().state()
         assert st["format"] == shared_index.FORMAT and st["gen"] == old["gen"] + 1 and st["n"] == 4000
-        assert "rebuilding the shared vector index" in caplog.text and "format 1 -> 2" in caplog.text
+        assert "rebuilding the shared vector index" in caplog.text and "format 1 -> 3" in caplog.text
