@@ -9,23 +9,27 @@ written once, by whichever process first sees them in ``memory_vec_log``, into f
 * ``vec.f32`` (float32 rows, for exact rescoring), ``rid.i64`` and the filter codes ``ns.i32``,
   ``sess.i32``, ``agent.i32`` (slot order, append-only), ``dead.u8`` (1 = the slot's entry was deleted or
   rewritten; set in place, one byte);
-* ``pq.faiss``: a faiss ``IndexPQFastScan`` (product quantisation, 192 sub-quantisers of 4 bits: 96 bytes a
-  row, 96 MB at 1M) over slots ``[0, ntotal)``; each process loads it (~0.1 s at 1M) and encodes the few
-  slots appended since it was written;
+* ``pq-train.faiss`` (the trained quantiser) and ``pq-<i>.faiss``: faiss ``IndexPQFastScan`` shards (product
+  quantisation, 192 sub-quantisers of 4 bits: 96 bytes a row, 96 MB at 1M) over slots ``[i * shard, (i + 1) *
+  shard)``, ``shard`` = :data:`SHARD_ROWS`; each process loads them (~0.1 s at 1M) and encodes the few slots
+  appended since they were written;
 * ``state.json`` (replaced by atomic rename): the file ``format`` (:data:`FORMAT`; an index of another
   format is rebuilt from the vec0 table on the next sync, with a warning in the log), generation, committed
   row count ``n``, the log position the files reflect, and the code tables. Readers never look past ``n``; a writer truncates anything past ``n``
   (a crashed append) before it appends. Writers serialise on ``lock`` (``flock``); readers never lock.
 
-Search: the fast-scan ranks every slot by asymmetric PQ distance (SIMD table lookups, ~8 ms at 1M), the
+Search: the fast-scan ranks every slot by asymmetric PQ distance (SIMD table lookups, ~4.5 ms per 262,144-row
+shard, the shards scanned by one C++ thread each: ~9.5 ms at 1M on 2 cores against ~15 ms for one index), the
 best ``coarse(n)`` candidates that pass the filters are rescored exactly from ``vec.f32`` and the top
 ``k`` returned with their exact cosine. Measured at 1M rows (hash embedder, 100 3-word queries, one thread,
 same run): 96 sub-quantisers (48-byte codes, format 1) gave recall@10 0.992 / 0.998 / 1.000 with 6,000 /
 12,000 / 24,000 candidates (another query set: 0.983 at 6,000), 192 sub-quantisers 0.998 / 0.999 with
 6,000 / 12,000; the scan costs ~1.5x more with 192, the rescoring ~2x less than with twice the candidates,
-so 192 at 6,000 was the fastest setting with recall >= 0.99 and a margin (scan + rescoring 47 vs 54 ms for
-96 at 12,000, under load). Two measured
-alternatives lost: sign-bit codes (``np.packbits`` + ``np.bitwise_count``) reached only recall 0.57 with
+so 192 sub-quantisers won (scan + rescoring 47 vs 54 ms for 96 at 12,000, under load); with shards, 3,000
+candidates keep recall >= 0.99 (see :func:`coarse`). Measured alternatives that lost: IVF (1,024 lists over
+the same PQ) at 3-6 ms but recall 0.76-0.84 with 16-128 probes (the hash embedder's vectors do not cluster);
+Python threads over the shards (the faiss binding keeps the GIL: no faster than one after the other);
+rescoring in two threads (11 vs 8 ms: the page faults contend); sign-bit codes (``np.packbits`` + ``np.bitwise_count``) reached only recall 0.57 with
 16,000 candidates (the hash embedder leaves half the dimensions of a note at 0, whose sign says nothing),
 0.91 when masked to the query's non-zero dimensions; faiss HNSW at ef 64 reached 0.84 (issue 15) on the
 hash embedder's near-ties. Filters (namespace, session, agent) and deleted slots are a mask applied to the
@@ -51,7 +55,6 @@ import mmap
 import os
 import shutil
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +70,7 @@ FORMAT = 3              # state.json "format": 1 = 96 sub-quantisers (48-byte co
                         # 3 = 192 in shard files of SHARD_ROWS slots
 SHARD_ROWS = 262_144    # slots per PQ shard file; a search scans the shards in parallel threads
 PQ_TRAIN = 20_000       # training sample
-PQ_TAIL = 25_000        # rows appended since pq.faiss was written before a writer rewrites it
+PQ_TAIL = 25_000        # rows appended since the shards were written before a writer rewrites it
 EXACT_ROWS = 20_000     # a filter keeping at most this many rows is searched exactly over them
 _ARRAYS = (("vec", np.float32), ("rid", np.int64), ("ns", np.int32), ("sess", np.int32), ("agent", np.int32),
            ("dead", np.uint8))
@@ -76,13 +79,13 @@ Rows = tuple[np.ndarray, np.ndarray, list[tuple[str, str, str]]]   # rids, float
 
 
 def coarse(n: int, k: int) -> int:
-    """PQ candidates rescored exactly for a top-``k`` over ``n`` rows (4 sqrt(n), at least 4,000 and 8 k).
+    """PQ candidates rescored exactly for a top-``k`` over ``n`` rows (3 sqrt(n), at least 3,000 and 8 k).
 
-    Measured with 192 sub-quantisers at 1M rows (hash embedder, 100 queries, recall@10 against numpy exact):
-    2,000 candidates 0.995, 3,000 0.996, 4,000 0.997, 6,000 0.998; rescoring costs ~1 ms per 1,000. With 96
-    sub-quantisers (format 1) at 100k, 1,264 gave 0.987. 4 sqrt(n) is 4,000 at 1M, 8,000 at 4M.
+    Measured at 1M rows in 4 shards (hash embedder, two sets of 100 queries, recall@10 against numpy exact):
+    2,000 candidates 0.994 / 0.992, 3,000 0.995 / 0.999, 4,000 0.996 / 0.999, 6,000 0.997 / 0.999; rescoring
+    costs ~1 ms per 1,000 (page faults on the mapped rows). 3 sqrt(n) is 3,000 at 1M, 6,000 at 4M.
     """
-    return int(min(n, max(4000, 8 * k, 4 * int(n ** 0.5))))
+    return int(min(n, max(3000, 8 * k, 3 * int(n ** 0.5))))
 
 
 def _faiss() -> Any:
@@ -105,8 +108,7 @@ class SharedIndex:
         self._n = 0
         self._arr: dict[str, np.ndarray] = {}
         self._pq: list[Any] | None = None    # the PQ shards (faiss IndexPQFastScan), slot order
-        self._shard = SHARD_ROWS
-        self._pool: ThreadPoolExecutor | None = None
+        self._multi: Any = None              # faiss.IndexShards over self._pq (threaded, successive ids)
         self._mask_cache: tuple[Any, np.ndarray | None] | None = None
         self._viewed: tuple | None = None
 
@@ -269,7 +271,7 @@ class SharedIndex:
     def _view(self, s: dict[str, Any]) -> None:
         """Map generation ``s['gen']`` up to ``s['n']`` rows; load / extend the PQ."""
         if s["gen"] != self._gen:
-            self._gen, self._n, self._arr, self._pq = s["gen"], 0, {}, None
+            self._gen, self._n, self._arr, self._pq, self._multi = s["gen"], 0, {}, None, None
         n = s["n"]
         if n != self._n or not self._arr:
             arr = {}
@@ -280,22 +282,25 @@ class SharedIndex:
             self._arr, self._n = arr, n
         self._mask_cache = None      # dead flags change in place: recompute masks after every refresh
         if n < PQ_MIN or s["pq"] == 0:
-            self._pq = None
+            self._pq = self._multi = None
             return
-        folder, size = self._gen_dir(s["gen"]), s["shard"]
+        faiss, folder, size = _faiss(), self._gen_dir(s["gen"]), s["shard"]
         if self._pq is None:
-            faiss = _faiss()
             self._pq = [faiss.read_index(str(folder / f"pq-{i}.faiss")) for i in range(-(-s["pq"] // size))]
+            self._multi = faiss.IndexShards(self.dims, True, True)   # threaded, shard i's ids follow shard i-1's
+            for ix in self._pq:
+                self._multi.add_shard(ix)
         shards = self._pq
         have = sum(ix.ntotal for ix in shards)
         while have < n:                  # rows appended since the shard files were written: encode them here
             i = have // size
             if i == len(shards):
-                shards.append(_faiss().read_index(str(folder / "pq-train.faiss")))
+                shards.append(faiss.read_index(str(folder / "pq-train.faiss")))
+                self._multi.add_shard(shards[-1])
             hi = min(n, (i + 1) * size)
             shards[i].add(np.ascontiguousarray(self._arr["vec"][have:hi]))
             have = hi
-        self._shard = size
+        self._multi.syncWithSubIndexes()
 
     def refresh(self) -> bool:
         """Follow ``state.json``; False when there is no index for this database yet."""
@@ -379,26 +384,16 @@ class SharedIndex:
             self._release()
 
     def _scan(self, q: np.ndarray, fetch: int) -> np.ndarray:
-        """The ``fetch`` best slots by PQ distance: each shard's share, the shards scanned in parallel.
+        """The ``fetch`` best slots by PQ distance over every shard.
 
-        faiss releases the GIL while it scans, so on 2 cores the 4 shards of 1M rows take ~8 ms instead of
-        ~15 ms for one 1M-row index (bench_memory; recall unchanged: each shard keeps its proportional share
-        of the candidates, thousands against the 10 that matter).
+        Several shards are searched through a threaded ``faiss.IndexShards`` (one C++ thread per shard; the
+        Python binding holds the GIL, so Python threads would scan one after the other): on 2 cores the 4
+        shards of 1M rows take ~9.5 ms instead of ~15 ms for one 1M-row index (measured beside each other).
         """
-        shards, n, size = self._pq, self._n, self._shard
         q = q.reshape(1, -1)
-
-        def one(i: int) -> np.ndarray:
-            ix = shards[i]
-            ids = ix.search(q, max(1, min(ix.ntotal, -(-fetch * ix.ntotal // n))))[1][0]
-            return ids[ids >= 0] + i * size
-
-        if len(shards) == 1:
-            return one(0)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=min(len(shards), _cores(), 4),
-                                            thread_name_prefix="agentstack-pq")
-        return np.concatenate(list(self._pool.map(one, range(len(shards)))))
+        index = self._pq[0] if len(self._pq) == 1 else self._multi
+        ids = index.search(q, min(fetch, self._n))[1][0]
+        return ids[ids >= 0]
 
     def _rescore(self, q: np.ndarray, slots: np.ndarray, k: int) -> list[tuple[int, float]]:
         scores = self._arr["vec"][slots] @ q
@@ -433,13 +428,6 @@ def _write_index(faiss: Any, index: Any, path: Path) -> None:
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     faiss.write_index(index, str(tmp))
     os.replace(tmp, path)
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:   # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 def _sub(dims: int) -> int:
