@@ -1,9 +1,8 @@
-"""Storage layout choices made for store_many speed: page size, FTS5 hashsize, lean vec0, old layouts."""
+"""Storage layout choices made for store_many speed: page size, FTS5 hashsize, plain vector table, old layouts."""
 
 import pytest
 
 from agentstack_lab.config import Config
-from agentstack_lab.memory.vectors import CHUNK_SIZE
 from agentstack_lab.store.connection import PAGE_SIZE
 from agentstack_lab.workspace import Workspace
 
@@ -49,42 +48,53 @@ def test_new_database_layout(tmp_path):
         assert ws.db.query("PRAGMA page_size")[0][0] == PAGE_SIZE
         assert ws.db.query("SELECT v FROM memory_fts_config WHERE k = 'hashsize'")[0][0] == 8 * 1024 * 1024
         sql = ws.db.query("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'")[0][0]
-        assert "session text" not in sql and f"chunk_size={CHUNK_SIZE}" in sql
-        assert ws.memory.index.meta_cols(ws.db.conn) is False
+        assert "vec0" not in sql and "embedding BLOB" in sql
+        assert len(ws.db.query("SELECT embedding FROM memory_vec")[0][0]) == 4 * ws.memory.index.dimensions
 
 
-def test_lean_vec0_knn_filters_match_the_matrix(tmp_path):
-    """Without metadata columns, sqlite-vec's KNN filters by ``rid IN (SELECT ... FROM memory)``."""
+def test_sqlite_vec_knn_filters_match_the_matrix(tmp_path):
+    """``memory.vector.cache = false``: sqlite-vec's ``vec_distance_cosine`` in SQL, the filters in the query."""
     with Workspace.open(tmp_path / "w", announce=False) as ws, \
             Workspace.open(tmp_path / "w", config=PLAIN, announce=False) as plain:
         a, _ = _fill(ws)
         assert _same_hits(ws, plain, a)
         ws.memory.store("k3", "moved to another agent", namespace="ns1", agent_id="other")   # content and agent change
-        ws.memory.store("k4", _texts(5)[4], namespace="ns0", agent_id="ag")               # agent only: no vec0 rewrite
+        ws.memory.store("k4", _texts(5)[4], namespace="ns0", agent_id="ag")               # agent only: no vector write
         assert ws.memory.stats() == {"memory": 201, "fts": 201, "vector": 201}
         assert _same_hits(ws, plain, a)
         own = {r.key for r in plain.memory.search("note", "vector", agent_id="ag", include_shared=False, limit=200)}
         assert "k4" in own and "k3" not in own
 
 
-def test_databases_with_vec0_metadata_columns_keep_working(tmp_path):
-    """A database made before the lean layout (namespace/session/agent in vec0) is written and searched as before."""
+@pytest.mark.parametrize("meta", [False, True], ids=["lean-vec0", "vec0-with-metadata"])
+def test_vectors_in_an_older_vec0_table_move_to_the_plain_table_once(tmp_path, caplog, meta):
+    """Databases made before the plain table kept vectors in a sqlite-vec vec0 table (with or without
+    namespace/session/agent columns): the next open moves every row, and searches give the same hits."""
     folder = tmp_path / "w"
     with Workspace.open(folder, announce=False) as ws:
+        a, _ = _fill(ws)
+        before = ws.db.query("SELECT rid, embedding FROM memory_vec ORDER BY rid")
         d = ws.memory.index.dimensions
         ws.db.execute("DROP TABLE memory_vec")
-        ws.db.execute("CREATE VIRTUAL TABLE memory_vec USING vec0(rid integer primary key, embedding"
-                      f" float[{d}] distance_metric=cosine, namespace text, session text, agent text,"
-                      " chunk_size=256)")
-    with Workspace.open(folder, announce=False) as ws, \
+        extra = ", namespace text, session text, agent text" if meta else ""
+        ws.db.execute(f"CREATE VIRTUAL TABLE memory_vec USING vec0(rid integer primary key, embedding float[{d}]"
+                      f" distance_metric=cosine{extra}, chunk_size=256)")
+        cols = "rid, embedding, namespace, session, agent" if meta else "rid, embedding"
+        marks = ", ".join("?" * len(cols.split(",")))
+        ws.db.conn.executemany(f"INSERT INTO memory_vec ({cols}) VALUES ({marks})",
+                               [(r[0], r[1], "x", "", "") if meta else (r[0], r[1]) for r in before])
+    with caplog.at_level("WARNING"), Workspace.open(folder, announce=False) as ws, \
             Workspace.open(folder, config=PLAIN, announce=False) as plain:
-        assert ws.memory.index.meta_cols(ws.db.conn) is True
-        a, _ = _fill(ws)
-        ws.memory.store("k4", _texts(5)[4], namespace="ns0", agent_id="other")   # agent change rewrites the vec0 metadata
-        assert ws.db.query("SELECT agent FROM memory_vec v JOIN memory m ON m.rid = v.rid"
-                           " WHERE m.key = 'k4'")[0][0] == "other"
+        assert ws.memory.stats() == {"memory": 201, "fts": 201, "vector": 201}   # memory opens: the move
+        assert "moving 201 vectors" in caplog.text
+        assert ws.db.query("SELECT rid, embedding FROM memory_vec ORDER BY rid") == before
+        assert "vec0" not in ws.db.query("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'")[0][0]
+        assert not ws.db.query("SELECT name FROM sqlite_master WHERE name LIKE 'memory_vec_%' AND name != 'memory_vec_log'")
         assert ws.memory.stats() == {"memory": 201, "fts": 201, "vector": 201}
         assert _same_hits(ws, plain, a)
+    caplog.clear()
+    with caplog.at_level("WARNING"), Workspace.open(folder, announce=False) as ws:
+        assert ws.memory.stats()["vector"] == 201 and "moving" not in caplog.text
 
 
 @pytest.mark.parametrize("n", [63, 64, 500])
@@ -96,4 +106,4 @@ def test_store_many_around_the_bulk_threshold(tmp_path, n):
         assert ws.memory.search('"comets and item2"', "fts", limit=1)[0].content.endswith("changed")
         assert [r.key for r in ws.memory.search("kett*", "fts", limit=3)]
         assert ws.db.query("PRAGMA integrity_check")[0][0] == "ok"
-        assert ws.db.query("SELECT count(*) FROM memory_vec_rowids")[0][0] == n
+        assert ws.db.query("SELECT count(*) FROM memory_vec")[0][0] == n

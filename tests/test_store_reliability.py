@@ -45,7 +45,7 @@ KILLED = textwrap.dedent("""
 def counts(ws):
     q = lambda sql: ws.db.query(sql)[0][0]  # noqa: E731
     return (q("SELECT count(*) FROM memory"), q("SELECT count(*) FROM memory_fts_docsize"),
-            q("SELECT count(*) FROM memory_vec_rowids"))
+            q("SELECT count(*) FROM memory_vec"))
 
 
 def test_four_processes_store_500_each(tmp_path):

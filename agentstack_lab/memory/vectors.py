@@ -1,4 +1,14 @@
-"""Vector index: a sqlite-vec ``vec0`` table (the source of truth) plus a search structure kept in step.
+"""Vector index: the ``memory_vec`` table (the source of truth) plus a search structure kept in step.
+
+``memory_vec`` is a plain SQLite table, ``(rid INTEGER PRIMARY KEY, embedding BLOB)`` of float32 bytes.
+Databases made before it kept the vectors in a sqlite-vec ``vec0`` virtual table; :meth:`VectorIndex.ensure`
+moves them once, in one transaction, with a warning in the log (~10 s at 1M rows). Why not vec0: none of
+the search paths below uses its KNN except ``memory.vector.cache = false``, and a vec0 insert writes a
+slice of a 384 KiB chunk blob plus a rowid map per row: 9.5-11 us of CPU per stored entry against 2.2-2.9 us
+for a plain row (10k-entry batches at 300k rows, same run), a fifth of ``store_many``'s SQLite work. The
+``cache = false`` path still asks sqlite-vec: ``vec_distance_cosine`` over the table, with the filters in the
+same query (exact; at 1M rows about as slow as vec0's own brute-force KNN, which scanned 1M x 384 floats in
+0.75-1.3 s here: nobody should pick it at that size).
 
 Three search paths, chosen by configuration: ``memory.vector.index = "shared"`` (the default) uses the
 memory-mapped index files shared by every process (:mod:`agentstack_lab.memory.index`: PQ fast-scan
@@ -7,32 +17,19 @@ per-process float32 copy); ``"exact"`` keeps the exact in-process matrix describ
 one float32 copy per process); ``memory.vector.cache = false`` asks sqlite-vec itself. An in-memory
 database (no file to put index files next to) uses the exact matrix.
 
-The exact matrix:
-
-Why the matrix: the sqlite-vec 0.1.9 wheel is built without SIMD, so its brute-force
-KNN scans 100k x 384 floats in ~65 ms, about 4-5x slower than one numpy BLAS call over
-the same float32 matrix. So each :class:`VectorIndex` keeps an exact copy of the
-``memory_vec`` rows in a numpy matrix, loaded lazily on the first vector search and
-kept in step with the table through ``memory_vec_log``: triggers on ``memory`` append
-the rowid of every inserted, updated or deleted entry, in this process or any other.
-Before each search the index reads the log's high-water mark (one indexed lookup) and
-re-reads only the rows that changed, or reloads everything when the log was pruned
-past its position. Results are therefore exact (recall 1.0 against brute force), and
-namespace / session / agent filters are applied as a mask *before* top-k, inside the
-search. With the cache disabled (``memory.vector.cache = false``) the same filters go
-into sqlite-vec's KNN query (``embedding MATCH ? AND k = ?`` plus ``rid IN (SELECT rid FROM
-memory WHERE ...)``, which sqlite-vec applies while it ranks, not after).
-
-The vec0 table holds only ``rid`` and the vector. Databases made before this layout also carry
-``namespace``, ``session`` and ``agent`` metadata columns in vec0; they keep working (their
-KNN filters on those columns). The lean layout halves the cost of a vec0 insert: sqlite-vec
-writes every metadata value into its own chunk blob, row by row.
+The exact matrix: each :class:`VectorIndex` keeps an exact copy of the ``memory_vec`` rows in a numpy
+matrix (one BLAS call over it is 4-5x faster than sqlite-vec's SIMD-less scan of the same rows), loaded
+lazily on the first vector search and kept in step with the table through ``memory_vec_log``: triggers on
+``memory`` append the rowid of every inserted, updated or deleted entry, in this process or any other.
+Before each search the index reads the log's high-water mark (one indexed lookup) and re-reads only the
+rows that changed, or reloads everything when the log was pruned past its position. Results are therefore
+exact (recall 1.0 against brute force), and namespace / session / agent filters are applied as a mask
+*before* top-k, inside the search.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -51,9 +48,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["VectorIndex", "VectorFilter", "EmbedderMismatchError", "vec_metadata"]
 
-MAX_K = 4096          # sqlite-vec's KNN limit
+MAX_K = 4096          # the most hits one search returns
 LOG_KEEP = 200_000    # log rows kept; a reader further behind reloads in full
-CHUNK_SIZE = 256      # vec0 chunk: smaller than the default 1024 makes inserts cheaper (shorter overflow chains)
 
 
 class EmbedderMismatchError(AgentstackError, RuntimeError):
@@ -172,7 +168,7 @@ class _Matrix:
 
 
 class VectorIndex:
-    """The ``memory_vec`` vec0 table and its exact in-memory mirror for one database."""
+    """The ``memory_vec`` table and the search structure kept in step with it, for one database."""
 
     def __init__(self, db: Any, *, dimensions: int, use_cache: bool = True, shared: bool = True):
         self.db = db
@@ -182,18 +178,15 @@ class VectorIndex:
         self._lock = threading.RLock()
         self._matrix: _Matrix | None = None
         self._shared: SharedIndex | None = None
-        self._meta_cols: bool | None = None   # vec0 table with metadata columns (made before the lean layout)
 
     # --- schema ---------------------------------------------------------------------------------
     def ensure(self, embedder_name: str, model: str) -> None:
-        """Create the vec0 table for this dimension, or check the recorded embedder matches."""
+        """Create ``memory_vec``, or check the recorded embedder matches (and move a vec0 table's rows once)."""
         d = self.dimensions
         with self.db.transaction() as conn:
             row = conn.execute("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1").fetchone()
             if row is None:
-                conn.execute(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec USING vec0(rid integer primary key,"
-                    f" embedding float[{d}] distance_metric=cosine, chunk_size={CHUNK_SIZE})")
+                conn.execute("CREATE TABLE IF NOT EXISTS memory_vec (rid INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
                 conn.execute("INSERT INTO vector_index (id, embedder, model, dimensions, created_at)"
                              " VALUES (1, ?, ?, ?, ?)", (embedder_name, model, d, time.time()))
                 return
@@ -202,47 +195,48 @@ class VectorIndex:
                 f"{self.db.path}: its vectors were made by embedder {row[0]!r} (model {row[1]!r}, {row[2]} dims)"
                 f" but the configuration asks for {embedder_name!r} (model {model!r}, {d} dims); set"
                 f" memory.embedder / memory.vector.dimensions to match, or use a new database")
+        sql = self.db.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'").fetchone()
+        if sql is not None and "vec0" in sql[0].lower():
+            self._move_vec0()
 
-    def meta_cols(self, conn: Any) -> bool:
-        """True when ``memory_vec`` has the namespace/session/agent metadata columns of older databases."""
-        if self._meta_cols is None:
-            row = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'").fetchone()
-            self._meta_cols = bool(row) and "session text" in row[0]
-        return self._meta_cols
+    def _move_vec0(self) -> None:
+        """Copy a sqlite-vec ``vec0`` ``memory_vec`` (databases made before the plain table) into a plain table."""
+        with self.db.transaction() as conn:
+            sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'").fetchone()
+            if sql is None or "vec0" not in sql[0].lower():   # another process moved them meanwhile
+                return
+            rids, mat = self._read_chunks(conn)
+            log.warning("memory: moving %d vectors of %s from a sqlite-vec vec0 table to a plain table (once)",
+                        len(rids), self.db.path)
+            conn.execute("CREATE TABLE memory_vec_plain (rid INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
+            for i in range(0, len(rids), 10_000):
+                conn.executemany("INSERT INTO memory_vec_plain (rid, embedding) VALUES (?, ?)",
+                                 zip(rids[i:i + 10_000].tolist(), (r.tobytes() for r in mat[i:i + 10_000]),
+                                     strict=True))
+            conn.execute("DROP TABLE memory_vec")
+            conn.execute("ALTER TABLE memory_vec_plain RENAME TO memory_vec")
 
     # --- writes (inside the caller's transaction) -------------------------------------------------
-    def add(self, conn: Any, rows: list[tuple[int, bytes, str, str, str]]) -> None:
-        """Insert ``(rid, float32 bytes, namespace, session, agent)`` rows (see :func:`vec_metadata`)."""
-        if not rows:
-            return
-        if self.meta_cols(conn):
-            conn.executemany("INSERT INTO memory_vec (rid, embedding, namespace, session, agent)"
-                             " VALUES (?, ?, ?, ?, ?)", rows)
-        else:
-            conn.executemany("INSERT INTO memory_vec (rid, embedding) VALUES (?, ?)", [r[:2] for r in rows])
+    def add(self, conn: Any, rows: list[tuple[int, bytes]]) -> None:
+        """Insert ``(rid, float32 bytes)`` rows."""
+        if rows:
+            conn.executemany("INSERT INTO memory_vec (rid, embedding) VALUES (?, ?)", rows)
 
-    def add_block(self, conn: Any, first: int, vectors: np.ndarray | None,
-                  meta: list[tuple[str, str, str]]) -> None:
-        """Insert ``len(meta)`` rows with consecutive rowids from ``first`` in one statement.
+    def add_block(self, conn: Any, first: int, vectors: np.ndarray | None) -> None:
+        """Insert ``len(vectors)`` rows with consecutive rowids from ``first`` in one statement.
 
-        The vectors travel as one float32 blob sliced with ``substr`` (and, for a table with
-        metadata columns, the metadata as one JSON array): about 20% cheaper per row than
-        ``executemany`` (vec0 still inserts row by row).
+        The vectors travel as one float32 blob sliced with ``substr``: one statement, run by SQLite without
+        the GIL while the embedder thread works (``executemany`` takes the GIL back for every row).
         """
-        if vectors is None or not meta:
+        if vectors is None or not len(vectors):
             return
-        if vectors.shape != (len(meta), self.dimensions):
-            raise ValueError(f"expected vectors of shape ({len(meta)}, {self.dimensions}), got {vectors.shape}")
+        if vectors.ndim != 2 or vectors.shape[1] != self.dimensions:
+            raise ValueError(f"expected vectors of shape (n, {self.dimensions}), got {vectors.shape}")
         size = 4 * self.dimensions
         blob = np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
-        if self.meta_cols(conn):
-            conn.execute("INSERT INTO memory_vec (rid, embedding, namespace, session, agent)"
-                         " SELECT ?1 + j.key, substr(?2, j.key * ?3 + 1, ?3), j.value ->> 0, j.value ->> 1,"
-                         " j.value ->> 2 FROM json_each(?4) j", (first, blob, size, json.dumps(meta)))
-        else:
-            conn.execute("WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i + 1 < ?4)"
-                         " INSERT INTO memory_vec (rid, embedding) SELECT ?1 + i, substr(?2, i * ?3 + 1, ?3) FROM s",
-                         (first, blob, size, len(meta)))
+        conn.execute("WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i + 1 < ?4)"
+                     " INSERT INTO memory_vec (rid, embedding) SELECT ?1 + i, substr(?2, i * ?3 + 1, ?3) FROM s",
+                     (first, blob, size, len(vectors)))
 
     def remove(self, conn: Any, rids: list[int]) -> None:
         if rids:
@@ -286,27 +280,8 @@ class VectorIndex:
         return hits
 
     def _knn(self, q: np.ndarray, f: VectorFilter, k: int) -> list[tuple[int, float]]:
+        """Exact top-``k`` in SQL with sqlite-vec's ``vec_distance_cosine``, the filters in the same query."""
         conn = self.db.conn
-        if not self.meta_cols(conn):
-            return self._knn_lean(conn, q, f, k)
-        where, params = ["embedding MATCH ?", "k = ?"], [q.tobytes(), k]
-        if f.namespace is not None:
-            where.append("namespace = ?")
-            params.append(f.namespace)
-        elif f.session_id:
-            where.append("session IN ('', ?)")
-            params.append(f.session_id)
-        else:
-            where.append("session = ''")
-        if f.agent_id is not None:
-            where.append("agent IN ('', ?)" if f.include_shared else "agent = ?")
-            params.append(f.agent_id)
-        rows = self.db.query(f"SELECT rid, distance FROM memory_vec WHERE {' AND '.join(where)}"
-                             " ORDER BY distance", params)
-        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
-
-    def _knn_lean(self, conn: Any, q: np.ndarray, f: VectorFilter, k: int) -> list[tuple[int, float]]:
-        """KNN over a vec0 table without metadata: the allowed rids come from ``memory`` (``rid IN``)."""
         clauses: list[str] = []
         params: list[Any] = []
         if f.namespace is not None:
@@ -319,10 +294,10 @@ class VectorIndex:
         if f.agent_id is not None:
             clauses.append("(m.agent_id = ? OR m.agent_id IS NULL)" if f.include_shared else "m.agent_id = ?")
             params.append(f.agent_id)
-        sql = "SELECT rid, distance FROM memory_vec WHERE embedding MATCH ? AND k = ?"
+        sql = "SELECT v.rid, vec_distance_cosine(v.embedding, ?) AS d FROM memory_vec v"
         if clauses:
-            sql += f" AND rid IN (SELECT m.rid FROM memory m WHERE {' AND '.join(clauses)})"
-        rows = conn.execute(sql + " ORDER BY distance", [q.tobytes(), k, *params]).fetchall()
+            sql += f" JOIN memory m ON m.rid = v.rid WHERE {' AND '.join(clauses)}"
+        rows = conn.execute(sql + " ORDER BY d LIMIT ?", [q.tobytes(), *params, k]).fetchall()
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
     def loaded(self) -> bool:
@@ -384,12 +359,20 @@ class VectorIndex:
         return rids[ok], mat[ok], out
 
     def _vectors(self, conn: Any) -> tuple[np.ndarray, np.ndarray]:
-        try:
-            return self._read_chunks(conn)
-        except Exception:  # pragma: no cover - a sqlite-vec whose storage layout differs: use its SQL API
-            rows = conn.execute("SELECT rid, embedding FROM memory_vec ORDER BY rid").fetchall()
-            return (np.array([r[0] for r in rows], dtype=np.int64),
-                    np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dimensions))
+        """Every ``(rid, vector)`` of ``memory_vec`` in rid order, read in blocks into one matrix."""
+        d = self.dimensions
+        count = conn.execute("SELECT count(*) FROM memory_vec").fetchone()[0]
+        rids = np.empty(count, dtype=np.int64)
+        mat = np.empty((count, d), dtype=np.float32)
+        cur = conn.execute("SELECT rid, embedding FROM memory_vec ORDER BY rid")
+        n = 0
+        while n < count and (block := cur.fetchmany(65_536)):
+            block = block[:count - n]
+            rids[n:n + len(block)] = [r[0] for r in block]
+            mat[n:n + len(block)] = np.frombuffer(b"".join(r[1] for r in block), dtype=np.float32).reshape(-1, d)
+            n += len(block)
+        cur.close()
+        return rids[:n], mat[:n]
 
     @contextlib.contextmanager
     def _log_snapshot(self) -> Iterator[tuple[Any, int]]:
@@ -449,7 +432,7 @@ class VectorIndex:
         return m
 
     def _read_chunks(self, conn: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Read sqlite-vec 0.1.9's chunk tables directly: whole 256-row blobs instead of one row at a time."""
+        """The rows of a sqlite-vec 0.1.9 ``vec0`` ``memory_vec``, read from its chunk tables (whole blobs)."""
         d = self.dimensions
         vectors = dict(conn.execute("SELECT rowid, vectors FROM memory_vec_vector_chunks00").fetchall())
         all_rids, all_vecs = [], []

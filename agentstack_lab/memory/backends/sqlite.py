@@ -1,4 +1,4 @@
-"""Memory in the workspace's SQLite file: ``memory``, FTS5 ``memory_fts``, sqlite-vec ``memory_vec``.
+"""Memory in the workspace's SQLite file: ``memory``, FTS5 ``memory_fts``, vectors in ``memory_vec``.
 
 The embedded default. Writes take SQLite's one write lock (``BEGIN IMMEDIATE``), so the
 session-active check and the rows it guards commit together; vectors are searched through
@@ -29,7 +29,7 @@ from agentstack_lab.memory.backends.base import (
     stale,
 )
 from agentstack_lab.memory.fts import fts_search, fts_snippets
-from agentstack_lab.memory.vectors import VectorIndex, vec_metadata
+from agentstack_lab.memory.vectors import VectorIndex
 
 __all__ = ["SqliteBackend", "BULK_ROWS"]
 
@@ -129,9 +129,7 @@ class SqliteBackend(RowReads):
                 vectors = pending.result()
             vectors.update(embed([it for it in items if id(it) not in vectors and stale(it, existing)]))
             if new:
-                meta = {k: vec_metadata(*k) for k in {(it.namespace, it.agent_id) for it in new}}
-                self.index.add_block(conn, first, np.stack([vectors[id(it)] for it in new]),
-                                     [meta[(it.namespace, it.agent_id)] for it in new])
+                self.index.add_block(conn, first, np.stack([vectors[id(it)] for it in new]))
             tag_rows = [(first + i, t) for i, it in enumerate(new) for t in (it.tags or [])]
             tag_rows += self._update_rows(conn, old, existing, vectors, now, owner)
             if tag_rows:
@@ -183,12 +181,9 @@ class SqliteBackend(RowReads):
                 "UPDATE memory SET content = ?, content_hash = ?, metadata = coalesce(?, metadata),"
                 " agent_id = ?, version = version + ?, updated_at = ? WHERE rid = ?",
                 (it.content, it.hash, it.meta_json, agent, 1 if changed else 0, now, rid))
-            if changed or (agent != old_agent and self.index.meta_cols(conn)):   # lean vec0: no agent column
-                vec = vectors.get(id(it))
-                blob = vec.tobytes() if vec is not None else conn.execute(
-                    "SELECT embedding FROM memory_vec WHERE rid = ?", (rid,)).fetchone()[0]
+            if changed:   # an agent change needs no vector write: the log trigger tells the index
                 self.index.remove(conn, [rid])
-                self.index.add(conn, [(rid, blob, *vec_metadata(it.namespace, agent))])
+                self.index.add(conn, [(rid, vectors[id(it)].tobytes())])
             if it.tags is not None:
                 conn.execute("DELETE FROM memory_tags WHERE memory_rid = ?", (rid,))
                 tag_rows += [(rid, t) for t in it.tags]
@@ -220,7 +215,7 @@ class SqliteBackend(RowReads):
         q = self.db.query
         return {"memory": q("SELECT count(*) FROM memory")[0][0],
                 "fts": q("SELECT count(*) FROM memory_fts_docsize")[0][0],
-                "vector": q("SELECT count(*) FROM memory_vec_rowids")[0][0]}
+                "vector": q("SELECT count(*) FROM memory_vec")[0][0]}
 
     # --- search -------------------------------------------------------------------------------------
     def fts(self, query: str, where: str, params: list[Any], limit: int) -> list[dict[str, Any]]:
