@@ -188,7 +188,8 @@ def test_ending_a_session_while_another_process_writes_leaves_nothing(tmp_path, 
         out, _ = writer.communicate(timeout=120)
     finally:
         writer.kill()
-    assert out.startswith("stopped") and "has ended" in out
+    # refused before the write, or (the end landing between a write's commit and its read-back) told so after it
+    assert out.startswith("stopped") and ("has ended" in out or "ended right after entry" in out), out
     with Workspace.open(root, announce=False) as w:
         assert _rows(w, f"session:{sid}")["memory"] == 0
         assert _rows(w) == {"memory": 1, "fts": 1, "vector": 1}   # memory, FTS and vectors consistent
