@@ -1,5 +1,7 @@
 """Storage layout choices made for store_many speed: page size, FTS5 hashsize, plain vector table, old layouts."""
 
+import threading
+
 import pytest
 
 from agentstack_lab.config import Config
@@ -107,3 +109,27 @@ def test_store_many_around_the_bulk_threshold(tmp_path, n):
         assert [r.key for r in ws.memory.search("kett*", "fts", limit=3)]
         assert ws.db.query("PRAGMA integrity_check")[0][0] == "ok"
         assert ws.db.query("SELECT count(*) FROM memory_vec")[0][0] == n
+
+
+def test_a_bulk_write_checkpoints_the_wal_on_a_background_thread(tmp_path, monkeypatch):
+    """store_many's commit skips SQLite's automatic checkpoint (two fsyncs in the calling thread); one PASSIVE
+    checkpoint runs on the database's background thread instead, and close() waits for it."""
+    from agentstack_lab.store import connection
+
+    ran = []
+    original = connection.Database._checkpoint
+
+    def spy(self):
+        ran.append(threading.current_thread().name)
+        original(self)
+
+    monkeypatch.setattr(connection.Database, "_checkpoint", spy)
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store_many([(f"k{i}", t) for i, t in enumerate(_texts(500))])
+        assert ws.db.query("PRAGMA wal_autocheckpoint")[0][0] == connection.AUTOCHECKPOINT   # restored
+        ws.memory.store("one", "a single entry")          # below the bulk threshold: no background checkpoint
+    assert ran and all(name.startswith("agentstack-wal") for name in ran) and len(ran) <= 2
+    conn = connection.connect(tmp_path / "w" / ".agentstack" / "agentstack.db")
+    busy, frames, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert busy == 0 and frames == done
+    assert conn.execute("SELECT count(*) FROM memory").fetchone()[0] == 501

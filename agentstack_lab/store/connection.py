@@ -12,10 +12,12 @@ Nothing else in the package imports a driver: use :func:`connect`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,8 @@ import sqlean as sqlite
 import sqlite_vec
 
 from agentstack_lab.errors import AgentstackError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["connect", "Database", "DatabaseOpenError", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
 
@@ -32,6 +36,7 @@ Row = sqlite.Row
 
 BUSY_TIMEOUT_MS = 30_000
 PAGE_SIZE = 16_384
+AUTOCHECKPOINT = 1000   # SQLite's default: a commit that leaves >= 1000 WAL frames checkpoints in the committing thread
 
 
 class DatabaseOpenError(AgentstackError):
@@ -123,6 +128,8 @@ class Database:
         self._local = threading.local()
         self._lock = threading.RLock()
         self._all: list[Any] = []
+        self._checkpointer: ThreadPoolExecutor | None = None
+        self._checkpoint_queued = False
         if migrate:
             from agentstack_lab.store.migrations import migrate as run_migrations
 
@@ -171,7 +178,50 @@ class Database:
         finally:
             self._local.depth = 0
 
+    @contextlib.contextmanager
+    def checkpoint_later(self) -> Iterator[None]:
+        """Commits inside skip SQLite's automatic WAL checkpoint; one runs on a background thread afterwards.
+
+        Why: a ``store_many`` batch of 10k entries leaves ~40 MB of WAL frames, so its commit checkpoints
+        them at once, and the checkpoint waits for two ``fsync`` calls. Measured over 300k entries stored
+        in 10k batches (two runs side by side): 12.4k entries/s with the checkpoint in the committing
+        thread, 14.0k/s with none at all; the calling thread's CPU barely differs (35.7 vs 34.2 us an entry),
+        so the difference is waiting for the disk, which a background thread can do instead (with it: 11.9k
+        against 11.0k entries/s, side by side on a machine with load 12). The checkpoint
+        is ``PASSIVE`` (never blocks readers or the next writer) and coalesced: at most one queued at a time.
+        """
+        if not isinstance(self.path, Path):
+            yield
+            return
+        conn = self.conn
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        try:
+            yield
+        finally:
+            conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT}")
+            with self._lock:
+                if not self._checkpoint_queued:
+                    if self._checkpointer is None:
+                        self._checkpointer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentstack-wal")
+                    self._checkpoint_queued = True
+                    self._checkpointer.submit(self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        with self._lock:
+            self._checkpoint_queued = False
+        try:
+            conn = sqlite.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            finally:
+                conn.close()
+        except sqlite.Error as exc:   # the next commit over the threshold checkpoints in its own thread
+            log.warning("background WAL checkpoint of %s failed: %s", self.path, exc)
+
     def close(self) -> None:
+        if self._checkpointer is not None:   # a running checkpoint finishes first (it has its own connection)
+            self._checkpointer.shutdown(wait=True)
+            self._checkpointer = None
         with self._lock:
             for conn in self._all:
                 with contextlib.suppress(Exception):

@@ -9,6 +9,7 @@ the per-row triggers (~6 µs a row less, a third of the insert; see :class:`_Ins
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import threading
@@ -117,7 +118,9 @@ class SqliteBackend(RowReads):
         pending = Background(embed, todo) if len(todo) >= BULK_ROWS and in_process else None
         vectors = embed(todo) if pending is None else {}
         now = time.time()
-        with self.db.transaction() as conn:
+        # a bulk write's commit leaves its WAL checkpoint to a background thread (Database.checkpoint_later)
+        later = self.db.checkpoint_later() if len(todo) >= BULK_ROWS else contextlib.nullcontext()
+        with later, self.db.transaction() as conn:
             # under the write lock: a session ended by another process after our caller checked it is seen here
             check_sessions_active(conn, {it.namespace for it in items})
             if self._log_mark(conn) != mark:   # another writer changed memory meanwhile: look again
