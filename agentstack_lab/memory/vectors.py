@@ -2,7 +2,7 @@
 
 ``memory_vec`` is a plain SQLite table, ``(rid INTEGER PRIMARY KEY, embedding BLOB)`` of float32 bytes.
 Databases made before it kept the vectors in a sqlite-vec ``vec0`` virtual table; :meth:`VectorIndex.ensure`
-moves them once, in one transaction, with a warning in the log (~10 s at 1M rows). Why not vec0: none of
+moves them once, in one transaction, with a warning in the log (13.7 s at 1M rows, measured under load). Why not vec0: none of
 the search paths below uses its KNN except ``memory.vector.cache = false``, and a vec0 insert writes a
 slice of a 384 KiB chunk blob plus a rowid map per row: 9.5-11 us of CPU per stored entry against 2.2-2.9 us
 for a plain row (10k-entry batches at 300k rows, same run), a fifth of ``store_many``'s SQLite work. The
