@@ -6,9 +6,13 @@ their events, agent rows and results land in the coordinator's run as from any w
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -87,3 +91,125 @@ def test_config_names_a_bad_cluster_address():
     assert Config.from_dict({"agents": {"cluster": "local"}}).agents.cluster == "local"
     with pytest.raises(ValueError, match="RunOptions.cluster"):
         RunOptions(coordinate=True, cluster="nowhere")
+
+
+GATED_PLUGIN = '''
+"""A provider plugin for the kill test: the demo, but a subagent's model calls wait for a release file."""
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+from agentstack_lab.plugins import hookimpl
+
+
+def _gated(config=None, **overrides):
+    from agentstack_lab.providers.scripted import ScriptedProvider, demo_reply
+
+    gate = Path(os.environ["AGENTSTACK_TEST_GATE"])
+
+    async def reply(request):
+        meta = request.metadata or {}
+        if int(meta.get("depth") or 0) >= 1:
+            mark = gate / f"started-{os.getpid()}-{meta['agent_id']}"
+            if not mark.exists():
+                mark.write_text(str(os.getpid()))
+            while not (gate / "release").exists():
+                await asyncio.sleep(0.05)
+        return demo_reply(request)
+
+    provider = ScriptedProvider(reply)
+    provider.name = "gated"
+    return provider
+
+
+@hookimpl
+def register_providers(register):
+    register("gated", _gated)
+'''
+
+
+def _gated_plugin(folder):
+    """A real installed plugin (module + dist-info entry point) the Dask worker processes import."""
+    folder.mkdir()
+    (folder / "gated_provider.py").write_text(GATED_PLUGIN)
+    dist = folder / "gated_provider-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gated-provider\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[agentstack_lab]\ngated = gated_provider\n")
+    return folder
+
+
+def _wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_a_dask_worker_killed_mid_subagent_is_retried_on_the_survivor_and_reported(ws, tmp_path, monkeypatch, caplog):
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("AGENTSTACK_TEST_GATE", str(gate))          # inherited by the worker processes
+    monkeypatch.syspath_prepend(str(_gated_plugin(tmp_path / "plugins")))   # spawned workers copy sys.path
+    provider = ScriptedProvider()                                   # the coordinator plans; the workers are gated
+    provider.name = "gated"
+    killed: dict = {}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        pids = client.run(os.getpid)                                # {address: pid}
+        by_pid = {pid: addr for addr, pid in pids.items()}
+
+        def kill_one_while_both_run_a_subagent():
+            started = _wait_for(lambda: sorted(gate.glob("started-*")) if len(list(gate.glob("started-*"))) >= 2
+                                else None, 240, "both workers to start a subagent")
+            victim = int(started[0].read_text())
+            assert len({int(p.read_text()) for p in started}) == 2, "both subagents on one worker"
+            killed.update(addr=by_pid[victim], pid=victim, agent=started[0].name.split("-", 2)[2])
+            # no restart of the killed worker: the retry must go to the survivor
+            client.run(lambda dask_worker: dask_worker.close_gracefully(), nanny=True, workers=[killed["addr"]])
+            os.kill(victim, signal.SIGKILL)
+            _wait_for(lambda: killed["addr"] not in client.scheduler_info()["workers"], 60, "the loss to be seen")
+            killed["lease_expires"] = TaskQueue(ws.db).get(killed["agent"]).lease_expires_at
+            killed["at"] = time.time()
+            (gate / "release").write_text("go")
+
+        killer = threading.Thread(target=kill_one_while_both_run_a_subagent, daemon=True)
+        killer.start()
+
+        async def main():
+            run = AgentRun("how are sales trending?", workspace=ws, provider=provider,
+                           options=RunOptions(final_question=False, coordinate=True, cluster=client))
+            await run
+            return run
+
+        with caplog.at_level(logging.WARNING, logger="agentstack_lab"):
+            run = asyncio.run(main())
+        done_at = time.time()
+        killer.join(timeout=5)
+        survivor = next(a for a in pids if a != killed.get("addr"))
+
+    assert killed and "at" in killed, "no worker was killed"
+    assert run.status == "completed", run.tree.get("error")
+    children = run.tree["children"]
+    assert len(children) == 2 and {c["status"] for c in children} == {"completed"}
+    assert shape(run.tree) == shape(rebuild_tree(ws.db, run.id))
+    rows = {t.id: t for t in TaskQueue(ws.db).list(group_id=run.id)}
+    assert set(rows) == {c["id"] for c in children} and {t.state for t in rows.values()} == {"completed"}
+    lost = rows[killed["agent"]]
+    assert lost.attempts == 2 and int(lost.worker_id.split("-")[-2]) == pids[survivor]   # retried on the survivor
+    assert [t.attempts for t in rows.values() if t.id != lost.id] == [1]
+    assert done_at < killed["lease_expires"]       # taken over at once, not after the dead worker's lease expired
+    for child in children:                                          # each subagent reported exactly once
+        completed = ws.db.query("SELECT count(*) FROM events WHERE run_id = ? AND agent_id = ? AND type = ?",
+                                (run.id, child["id"], "agent-completed"))[0][0]
+        assert completed == 1, (child["id"], completed)
+    # what happened is visible: the child's metadata and notes, and a log line, name the lost worker
+    node = next(c for c in children if c["id"] == lost.id)
+    assert node["metadata"]["queue"]["lost"] == [killed["addr"]]
+    assert any(killed["addr"] in n and survivor in n for n in node["metadata"].get("notes", [])), node["metadata"]
+    assert any(killed["addr"] in r.getMessage() and lost.id in r.getMessage() for r in caplog.records)

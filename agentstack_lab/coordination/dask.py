@@ -10,9 +10,13 @@ is the engine's function, handed in as ``run_task`` (a module-level function, so
 reference); this layer never imports the engine.
 
 A Dask worker lost mid-task: Dask reschedules the Dask task on another worker (its own
-``allowed-failures``), whose ``run_one`` waits until the dead worker's lease expires (``lease_s``,
-30 s by default) and takes the task back; an ``agentstack-lab worker`` process may also take it
-first, whichever claims first, and the Dask task then only waits for the result.
+``allowed-failures``, 3 losses per task by default). Every attempt logs on the scheduler which Dask
+worker runs which queue worker (:func:`announce_attempt`, topic ``agentstack-queue-task``), so the
+retry asks the scheduler whether the row's holder is still in the cluster
+(:func:`lost_dask_worker`) and, when it is gone, takes the task over at once instead of waiting up to
+``lease_s`` (30 s by default) for its lease to expire; the result names the lost worker, and the
+coordinator reports it. A holder that is not a Dask worker (an ``agentstack-lab worker`` process
+that claimed first) keeps its lease: the Dask task waits for its result, or for its lease to expire.
 
 Dask and ``distributed`` are an optional extra: ``pip install 'agentstack-lab[dask]'``.
 """
@@ -26,9 +30,13 @@ from typing import Any
 
 from agentstack_lab.errors import AgentstackError
 
-__all__ = ["ClusterError", "DaskPlacement", "check_address", "connect_cluster", "import_distributed"]
+__all__ = ["ClusterError", "DaskPlacement", "TOPIC", "announce_attempt", "check_address", "connect_cluster",
+           "import_distributed", "lost_dask_worker"]
 
 log = logging.getLogger(__name__)
+
+TOPIC = "agentstack-queue-task"
+"""Scheduler event topic: one ``{taskId, queueWorker, daskWorker}`` per attempt of a placed task."""
 
 
 class ClusterError(AgentstackError, RuntimeError):
@@ -66,6 +74,30 @@ def connect_cluster(address: str, *, n_workers: int = 2, timeout: float = 30.0) 
         return distributed.Client(address, timeout=timeout), None
     except (OSError, TimeoutError) as exc:
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+
+
+def announce_attempt(task_id: str, queue_worker: str) -> str | None:
+    """Inside a Dask task: log which Dask worker runs ``queue_worker``; its address (``None`` outside Dask)."""
+    try:
+        worker = import_distributed().get_worker()
+    except ValueError:
+        return None
+    worker.log_event(TOPIC, {"taskId": task_id, "queueWorker": queue_worker, "daskWorker": worker.address})
+    return worker.address
+
+
+def lost_dask_worker(queue_worker: str) -> str | None:
+    """Inside a Dask task: the address of the Dask worker that ran ``queue_worker``, if it left the cluster.
+
+    ``None`` when it is still a member, or when ``queue_worker`` never ran on this cluster (an
+    ``agentstack-lab worker`` process): only the lease can tell about those.
+    """
+    client = import_distributed().get_client()
+    where = next((ev.get("daskWorker") for _, ev in reversed(client.get_events(TOPIC))
+                  if isinstance(ev, dict) and ev.get("queueWorker") == queue_worker), None)
+    if where is None:
+        return None
+    return None if where in client.scheduler_info(n_workers=-1)["workers"] else where
 
 
 class DaskPlacement:
