@@ -6,6 +6,7 @@ their events, agent rows and results land in the coordinator's run as from any w
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -96,6 +97,7 @@ def test_config_names_a_bad_cluster_address():
 GATED_PLUGIN = '''
 """A provider plugin for the kill test: the demo, but a subagent's model calls wait for a release file."""
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -213,3 +215,50 @@ def test_a_dask_worker_killed_mid_subagent_is_retried_on_the_survivor_and_report
     assert node["metadata"]["queue"]["lost"] == [killed["addr"]]
     assert any(killed["addr"] in n and survivor in n for n in node["metadata"].get("notes", [])), node["metadata"]
     assert any(killed["addr"] in r.getMessage() and lost.id in r.getMessage() for r in caplog.records)
+
+
+TWO_RUNS = '''
+import asyncio, json, sys
+from agentstack_lab.coordination import TaskQueue
+from agentstack_lab.engine import AgentRun
+from agentstack_lab.engine.options import RunOptions
+from agentstack_lab.providers.scripted import ScriptedProvider
+from agentstack_lab.workspace import Workspace
+
+
+async def main(ws):
+    out = []
+    for question in ("how are sales trending?", "what drives churn?"):
+        run = AgentRun(question, workspace=ws, provider=ScriptedProvider(),
+                       options=RunOptions(final_question=False, coordinate=True, cluster="local"))
+        await run
+        rows = TaskQueue(ws.db).list(group_id=run.id)
+        out.append({"status": run.status, "clusters": sorted({c["metadata"]["queue"]["cluster"]
+                                                              for c in run.tree["children"]}),
+                    "pids": sorted({int(t.worker_id.split("-")[-2]) for t in rows}),
+                    "states": sorted({t.state for t in rows})})
+    return out
+
+
+with Workspace.open(sys.argv[1], announce=False) as ws:
+    print(json.dumps(asyncio.run(main(ws))))
+'''
+
+
+def test_cluster_local_is_one_local_cluster_per_process_reused_by_runs_and_closed_at_exit(tmp_path):
+    import psutil
+
+    proc = subprocess.run([sys.executable, "-c", TWO_RUNS, str(tmp_path / "ws")], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first, second = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert first["status"] == second["status"] == "completed" and first["states"] == second["states"] == ["completed"]
+    assert len(first["clusters"]) == 1 and first["clusters"] == second["clusters"]   # the same scheduler
+    assert first["clusters"][0].startswith("tcp://127.0.0.1:")
+    assert os.getpid() not in first["pids"]
+    workers = set(first["pids"]) | set(second["pids"])
+    assert len(workers) <= 2                                  # the same two worker processes served both runs
+    deadline = time.monotonic() + 30                          # closed at exit: no worker process outlives it
+    while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in workers):
+        time.sleep(0.2)
+    assert not any(psutil.pid_exists(p) for p in workers), workers
