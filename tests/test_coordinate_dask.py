@@ -262,3 +262,42 @@ def test_cluster_local_is_one_local_cluster_per_process_reused_by_runs_and_close
     while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in workers):
         time.sleep(0.2)
     assert not any(psutil.pid_exists(p) for p in workers), workers
+
+
+MAGIC_CELLS = {
+    "setup": "%load_ext agentstack_lab\nimport os\nfrom agentstack_lab.coordination import TaskQueue",
+    "first": "r1 = %agent --wait --coordinate --cluster local --provider scripted How are sales trending?\n"
+             "rows = TaskQueue(r1.workspace.db).list(group_id=r1.id)\n"
+             "print(r1.status, sorted({c['metadata']['queue']['cluster'] for c in r1.tree['children']}))\n"
+             "print(sorted({t.state for t in rows}), all(int(t.worker_id.split('-')[-2]) != os.getpid() for t in rows))",
+    "second": "r2 = %agent --wait --coordinate --cluster local --provider scripted What drives churn?\n"
+              "print(r2.status, sorted({c['metadata']['queue']['cluster'] for c in r2.tree['children']}))\n"
+              "before = len(TaskQueue(r2.workspace.db).list(limit=1000))",
+    "no-coordinate": "%agent --wait --cluster local hi",
+    "bad-address": "%agent --wait --coordinate --cluster scheduler:8786 hi",
+    "unchanged": "print(len(TaskQueue(r2.workspace.db).list(limit=1000)) == before)",
+}
+
+
+def test_agent_magic_cluster_in_a_real_kernel(tmp_path):
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    nb = new_notebook(cells=[new_code_cell(src, metadata={"tags": [tag]}) for tag, src in MAGIC_CELLS.items()])
+    NotebookClient(nb, kernel_name="python3", timeout=240, allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    out = {c.metadata["tags"][0]: c.outputs for c in nb.cells}
+
+    def text(tag):
+        return "".join(o.get("text", "") if o["output_type"] == "stream" else "\n".join(o.get("traceback", []))
+                       for o in out[tag] if o["output_type"] in ("stream", "error"))
+
+    first, second = ([ln for ln in text(tag).splitlines() if not ln.startswith("agentstack-lab: using database")]
+                     for tag in ("first", "second"))
+    assert first[0].startswith("completed ['tcp://127.0.0.1:") and first[1] == "['completed'] True", text("first")
+    assert second[0] == first[0]       # the kernel's one LocalCluster served both runs (the same scheduler)
+    for tag, needle in (("no-coordinate", "%agent: error: --cluster only applies with --coordinate"),
+                        ("bad-address", "argument --cluster: cluster address must look like tcp://host:8786")):
+        lines = [ln for ln in text(tag).splitlines() if ln.strip()]
+        assert len(lines) == 1 and needle in lines[0] and "Traceback" not in lines[0], text(tag)
+    assert text("unchanged").strip() == "True"          # bad input queued nothing
