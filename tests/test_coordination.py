@@ -86,6 +86,22 @@ def test_lease_expiry_returns_the_task_and_a_lost_lease_cannot_complete(ws):
     assert [e for e in _events(MessageBus(ws.db)) if e[0] == "task:completed"] == [("task:completed", task.id)]
 
 
+def test_assign_takes_a_task_from_a_holder_known_to_be_dead_at_once(ws):
+    q = TaskQueue(ws.db)   # 30 s leases: nothing here waits for one to expire
+    task = q.enqueue("coder", "x")
+    dead = q.assign(task.id, "w1")
+    with pytest.raises(QueueError, match="held by w1"):
+        q.assign(task.id, "w2", take_from="w3")     # only from the holder named: nothing changed
+    assert q.get(task.id).worker_id == "w1" and q.get(task.id).lease == dead.lease
+    taken = q.assign(task.id, "w2", take_from="w1")
+    assert taken.worker_id == "w2" and taken.attempts == 2 and taken.lease != dead.lease
+    assert q.renew(dead) is False                     # were w1 alive after all, its heartbeat stops it
+    with pytest.raises(LeaseLostError):
+        q.complete(dead, {"text": "late"})
+    assert q.complete(taken, {"text": "ok"}).result == {"text": "ok"}
+    assert [m.payload.get("takenFrom") for m in MessageBus(ws.db).read() if m.type == "task:assigned"] == [None, "w1"]
+
+
 def test_assign_requeue_release_fail_cancel_clear(ws):
     q = TaskQueue(ws.db)
     a = q.enqueue("coder", "a", priority=5)

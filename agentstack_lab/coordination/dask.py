@@ -10,15 +10,20 @@ is the engine's function, handed in as ``run_task`` (a module-level function, so
 reference); this layer never imports the engine.
 
 A Dask worker lost mid-task: Dask reschedules the Dask task on another worker (its own
-``allowed-failures``), whose ``run_one`` waits until the dead worker's lease expires (``lease_s``,
-30 s by default) and takes the task back; an ``agentstack-lab worker`` process may also take it
-first, whichever claims first, and the Dask task then only waits for the result.
+``allowed-failures``, 3 losses per task by default). Every attempt logs on the scheduler which Dask
+worker runs which queue worker (:func:`announce_attempt`, topic ``agentstack-queue-task``), so the
+retry asks the scheduler whether the row's holder is still in the cluster
+(:func:`lost_dask_worker`) and, when it is gone, takes the task over at once instead of waiting up to
+``lease_s`` (30 s by default) for its lease to expire; the result names the lost worker, and the
+coordinator reports it. A holder that is not a Dask worker (an ``agentstack-lab worker`` process
+that claimed first) keeps its lease: the Dask task waits for its result, or for its lease to expire.
 
 Dask and ``distributed`` are an optional extra: ``pip install 'agentstack-lab[dask]'``.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from collections.abc import Callable
@@ -26,9 +31,13 @@ from typing import Any
 
 from agentstack_lab.errors import AgentstackError
 
-__all__ = ["ClusterError", "DaskPlacement", "check_address", "connect_cluster", "import_distributed"]
+__all__ = ["ClusterError", "DaskPlacement", "TOPIC", "announce_attempt", "check_address", "connect_cluster",
+           "import_distributed", "lost_dask_worker", "shared_local_cluster"]
 
 log = logging.getLogger(__name__)
+
+TOPIC = "agentstack-queue-task"
+"""Scheduler event topic: one ``{taskId, queueWorker, daskWorker}`` per attempt of a placed task."""
 
 
 class ClusterError(AgentstackError, RuntimeError):
@@ -68,12 +77,78 @@ def connect_cluster(address: str, *, n_workers: int = 2, timeout: float = 30.0) 
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
 
 
+class _SharedLocal:
+    """The process's one LocalCluster for coordinated runs (``cluster="local"``), started on first use.
+
+    The one piece of process state here, on purpose: a LocalCluster of two worker processes takes
+    seconds to start (each worker a fresh interpreter importing distributed), so a kernel that runs
+    coordinated runs one after another should pay that once, not per run. Closed at interpreter exit.
+    """
+
+    def __init__(self) -> None:
+        self.cluster: Any = None
+        self.lock = threading.Lock()
+        self.hooked = False
+
+    def get(self, n_workers: int) -> Any:
+        with self.lock:
+            if self.cluster is None or getattr(self.cluster.status, "name", "") in ("closing", "closed", "failed"):
+                distributed = import_distributed()
+                self.cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                                        dashboard_address=None)
+                if not self.hooked:
+                    atexit.register(self.close)
+                    self.hooked = True
+            return self.cluster
+
+    def close(self) -> None:
+        with self.lock:
+            cluster, self.cluster = self.cluster, None
+        if cluster is not None:
+            try:
+                cluster.close()
+            except Exception as exc:  # noqa: BLE001 - at exit: the worker processes are ours and go anyway
+                log.debug("agentstack-lab: closing the shared LocalCluster failed: %s", exc)
+
+
+_SHARED = _SharedLocal()
+
+
+def shared_local_cluster(n_workers: int = 2) -> Any:
+    """This process's LocalCluster for coordinated runs: started on first call, then reused; closed at exit."""
+    return _SHARED.get(n_workers)
+
+
+def announce_attempt(task_id: str, queue_worker: str) -> str | None:
+    """Inside a Dask task: log which Dask worker runs ``queue_worker``; its address (``None`` outside Dask)."""
+    try:
+        worker = import_distributed().get_worker()
+    except ValueError:
+        return None
+    worker.log_event(TOPIC, {"taskId": task_id, "queueWorker": queue_worker, "daskWorker": worker.address})
+    return worker.address
+
+
+def lost_dask_worker(queue_worker: str) -> str | None:
+    """Inside a Dask task: the address of the Dask worker that ran ``queue_worker``, if it left the cluster.
+
+    ``None`` when it is still a member, or when ``queue_worker`` never ran on this cluster (an
+    ``agentstack-lab worker`` process): only the lease can tell about those.
+    """
+    client = import_distributed().get_client()
+    where = next((ev.get("daskWorker") for _, ev in reversed(client.get_events(TOPIC))
+                  if isinstance(ev, dict) and ev.get("queueWorker") == queue_worker), None)
+    if where is None:
+        return None
+    return None if where in client.scheduler_info(n_workers=-1)["workers"] else where
+
+
 class DaskPlacement:
     """Submit one Dask task per queued task: ``run_task(task_id, *args)`` on some worker.
 
     Args:
-        cluster: a scheduler address, ``"local"`` (a LocalCluster of ``n_workers`` processes, closed
-            with the placement) or a connected ``distributed.Client`` (left open).
+        cluster: a scheduler address, ``"local"`` (the process's shared LocalCluster of ``n_workers``
+            processes, see :func:`shared_local_cluster`) or a connected ``distributed.Client`` (left open).
         run_task: the module-level function a Dask worker runs for one task id.
         args: the rest of ``run_task``'s arguments (the workspace to open, the lease).
         retries: Dask retries of a Dask task that raised (``run_task`` reports errors in its result).
@@ -94,10 +169,12 @@ class DaskPlacement:
         self._lock = threading.Lock()
 
     def connect(self) -> Any:
-        """The client (connecting, or starting the LocalCluster, on first use; blocking)."""
+        """The client (connecting, or starting the process's shared LocalCluster, on first use; blocking)."""
         with self._lock:
             if self.client is None:
-                if self._own:
+                if self.cluster == "local":
+                    self.client = import_distributed().Client(shared_local_cluster(self.n_workers))
+                elif self._own:
                     self.client, self._local = connect_cluster(self.cluster, n_workers=self.n_workers)
                 else:
                     self.client = self.cluster
@@ -117,7 +194,7 @@ class DaskPlacement:
         self.futures[task.id] = fut
 
     def close(self) -> None:
-        """Cancel what is still scheduled and close the client and LocalCluster this placement started."""
+        """Cancel what is still scheduled and close the client this placement opened (the shared LocalCluster stays)."""
         with self._lock:
             futures, self.futures = list(self.futures.values()), {}
             if self.client is not None and futures:

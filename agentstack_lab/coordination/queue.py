@@ -196,16 +196,21 @@ class TaskQueue:
         """The seed's ``dequeue(agentType?)``: :meth:`claim` under a generated worker id."""
         return self.claim(worker_id or worker_name("dequeue"), agent_type)
 
-    def assign(self, task_id: str, worker_id: str) -> QueuedTask:
-        """Lease one named pending task to ``worker_id`` (the seed's ``assign``); ``QueueError`` if not pending."""
+    def assign(self, task_id: str, worker_id: str, *, take_from: str | None = None) -> QueuedTask:
+        """Lease one named pending task to ``worker_id`` (the seed's ``assign``); ``QueueError`` if not pending.
+
+        ``take_from`` names a holder known to be dead (its machine or process is gone): the task is
+        taken from it at once, without waiting for its lease to expire. Should it still be alive, its
+        next heartbeat finds the lease gone and stops, and its result is refused (the token changed).
+        """
         _check_worker(worker_id)
         now = time.time()
         with self.db.transaction() as conn:
             row = conn.execute(
                 f"UPDATE task_queue SET state = 'claimed', worker_id = ?, lease = ?, lease_expires_at = ?,"
                 f" attempts = attempts + 1, claimed_at = ? WHERE id = ? AND (state = 'pending' OR"
-                f" (state = 'claimed' AND lease_expires_at < ?)) RETURNING {_COLS}",
-                (worker_id, uuid.uuid4().hex, now + self.lease_s, now, task_id, now)).fetchone()
+                f" (state = 'claimed' AND (lease_expires_at < ? OR worker_id = ?))) RETURNING {_COLS}",
+                (worker_id, uuid.uuid4().hex, now + self.lease_s, now, task_id, now, take_from)).fetchone()
             if row is None:
                 current = self._get(conn, task_id)
                 raise QueueError(f"task {task_id} is {current.state}"
@@ -214,7 +219,7 @@ class TaskQueue:
             task = _task(row)
             msgs = [publish(conn, "queue", None, "task:assigned",
                             {"taskId": task.id, "workerId": worker_id, "priority": task.priority, "seq": task.seq,
-                             "attempt": task.attempts})]
+                             "attempt": task.attempts, **({"takenFrom": take_from} if take_from else {})})]
         self._after(msgs)
         return task
 

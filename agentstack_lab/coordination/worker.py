@@ -92,23 +92,35 @@ class Worker:
         finally:
             await self._drain()
 
-    async def run_one(self, task_id: str, *, poll: float = 0.5) -> QueuedTask:
+    async def run_one(self, task_id: str, *, poll: float = 0.5,
+                      is_lost: Callable[[QueuedTask], bool] | None = None) -> QueuedTask:
         """Take the named task and run it like :meth:`run` would; returns it finished (whoever finished it).
 
         While another worker holds a live lease on it, wait: it either finishes the task (returned) or
-        dies, and once its lease expired this worker takes the task over. A finished task is returned as is.
+        dies, and once its lease expired this worker takes the task over. ``is_lost(task)`` (asked once
+        per holder, on this loop's thread) may say sooner that the holder is gone (a Dask worker the
+        scheduler removed): the task is then taken from it at once. A finished task is returned as is.
         """
         self._stopping = asyncio.Event()
         self._slot = asyncio.Event()
+        asked: set[str] = set()
         while True:
+            current = await asyncio.to_thread(self.queue.get, task_id)
+            if current.finished:
+                return current
+            holder = current.worker_id if current.state == "claimed" and current.worker_id != self.id else None
+            lost = False
+            if holder and is_lost is not None and holder not in asked:
+                asked.add(holder)
+                lost = bool(is_lost(current))
             try:
-                task = await asyncio.to_thread(self.queue.assign, task_id, self.id)
+                task = await asyncio.to_thread(self.queue.assign, task_id, self.id, take_from=holder if lost else None)
             except QueueError:
-                current = await asyncio.to_thread(self.queue.get, task_id)
-                if current.finished:
-                    return current
                 await asyncio.sleep(poll)
                 continue
+            if lost:
+                log.warning("agentstack-lab: worker %s took task %s over from %s, which is gone", self.id, task_id,
+                            holder)
             self._start(task)
             await asyncio.wait([self.running[task.id][1]])  # a lost lease cancels the job: not us
             return await asyncio.to_thread(self.queue.get, task_id)

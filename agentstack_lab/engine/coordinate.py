@@ -20,11 +20,17 @@ Dask task (:class:`~agentstack_lab.coordination.dask.DaskPlacement`) that runs
 :func:`run_task_on_dask` on a Dask worker: it opens the same workspace (its database file on a
 filesystem the workers share) and works that one queue row as any worker would, so events, agent
 rows and the result come back through the database exactly as from ``agentstack-lab worker``.
+A Dask worker killed mid-subagent: Dask reruns the Dask task on another worker, which sees (from the
+scheduler) that the row's holder left the cluster and takes the row over at once rather than after
+its 30 s lease; the coordinator then notes on the child, logs, and keeps in ``metadata.queue.lost``
+which Dask worker was lost and where the retry ran (tests/test_coordinate_dask.py: 2 workers, one
+SIGKILLed while both run a subagent; the run completes in ~14 s, each child completed once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +46,8 @@ if TYPE_CHECKING:
     from agentstack_lab.engine.run import AgentRun
 
 __all__ = ["Worker", "run_queued", "queued_agent", "RunCoordination", "run_task_on_dask"]
+
+log = logging.getLogger(__name__)
 
 _PASSED_OPTIONS = ("max_depth", "max_children", "max_agents", "max_turns", "auto_approve", "subagents",
                    "answers", "executor")
@@ -81,11 +89,11 @@ class Worker(QueueWorker):
 
     def __init__(self, workspace: Any, *, types: list[str] | tuple[str, ...] | None = None, concurrency: int = 1,
                  lease_s: float | None = None, provider: Any = None, worker_id: str | None = None,
-                 idle_poll: float = 0.5):
+                 idle_poll: float = 0.5, extra: dict[str, Any] | None = None):
         queue = TaskQueue(workspace.db, **({"lease_s": lease_s} if lease_s is not None else {}))
 
-        async def runner(task: QueuedTask) -> dict[str, Any]:
-            return await run_queued(workspace, task, provider=provider)
+        async def runner(task: QueuedTask) -> dict[str, Any]:  # ``extra``: read when the task ends
+            return {**await run_queued(workspace, task, provider=provider), **(extra or {})}
 
         super().__init__(queue, runner, types=types, concurrency=concurrency, worker_id=worker_id,
                          idle_poll=idle_poll)
@@ -95,21 +103,29 @@ class Worker(QueueWorker):
 def run_task_on_dask(task_id: str, root: str, db_path: str, config: Any, lease_s: float) -> dict[str, Any]:
     """A Dask task: open the workspace at ``root`` and run queued task ``task_id`` as an agent (one-task worker).
 
-    Never raises: an error is returned (Dask would log a failed task's arguments, and ``config`` may
-    hold a DSN); the queued task itself fails or is taken over through the queue, as with any worker.
+    A retry after its Dask worker was lost takes the task over at once (the scheduler says the holder
+    left the cluster) and puts ``lost`` (``[{"worker", "daskWorker"}]``) and ``daskWorker`` in the
+    result, which the coordinator reports. Never raises: an error is returned (Dask would log a failed
+    task's arguments, and ``config`` may hold a DSN); the queued task itself fails or is taken over
+    through the queue, as with any worker.
     """
+    from agentstack_lab.coordination.dask import announce_attempt, lost_dask_worker
     from agentstack_lab.workspace import Workspace
 
-    try:
-        from distributed import get_worker
+    worker_id = worker_name("dask")
+    where = announce_attempt(task_id, worker_id)
+    extra: dict[str, Any] = {"daskWorker": where}
 
-        where = get_worker().address
-    except (ImportError, ValueError):
-        where = None
+    def is_lost(task: QueuedTask) -> bool:  # on this Dask task's thread (asyncio.run below), as get_client needs
+        gone = lost_dask_worker(task.worker_id) if where is not None and task.worker_id else None
+        if gone:
+            extra.setdefault("lost", []).append({"worker": task.worker_id, "daskWorker": gone})
+        return gone is not None
+
     try:
         with Workspace(Path(root), config, Path(db_path), announce=False) as ws:
-            worker = Worker(ws, lease_s=lease_s, worker_id=worker_name("dask"))
-            done = asyncio.run(worker.run_one(task_id))
+            worker = Worker(ws, lease_s=lease_s, worker_id=worker_id, extra=extra)
+            done = asyncio.run(worker.run_one(task_id, is_lost=is_lost))
     except Exception as exc:  # noqa: BLE001 - reported to the caller; the queue row says what happened
         return {"taskId": task_id, "error": f"{type(exc).__name__}: {exc}", "daskWorker": where}
     return {"taskId": task_id, "state": done.state, "workerId": done.worker_id, "daskWorker": where}
@@ -204,8 +220,15 @@ def _merge(run: AgentRun, node: AgentNode, task: QueuedTask) -> None:
     tree = result.get("tree") or {}
     if tree:
         _adopt(run, node, tree)
+    for lost in result.get("lost") or []:   # a Dask worker died mid-task: say so, where the user looks
+        text = (f"Dask worker {lost.get('daskWorker')} was lost while running this subagent; Dask retried it on "
+                f"{result.get('daskWorker')} (attempt {task.attempts})")
+        node.metadata["queue"].setdefault("lost", []).append(lost.get("daskWorker"))
+        log.warning("agentstack-lab: subagent %s: %s", node.id, text)
+        run.note(node, text)
     if task.state == "completed" and result.get("status", "completed") == "completed":
-        run.finish(node, "completed", result=result.get("text") or "")
+        # the worker's run logged the child's agent-completed already: announce it here, do not log it twice
+        run.finish(node, "completed", result=result.get("text") or "", logged=bool(tree))
     else:
         status = "stopped" if task.state == "cancelled" or result.get("status") == "stopped" else "failed"
         run.finish(node, status, error=task.error or tree.get("error") or f"queued task {task.state}")

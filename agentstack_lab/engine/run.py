@@ -274,9 +274,10 @@ class AgentRun(InboundMixin, LifecycleMixin):
 
     # --- used by the steps and tools ------------------------------------------------------------
 
-    def emit(self, event: OutboundEvent) -> None:
+    def emit(self, event: OutboundEvent, *, log: bool = True) -> None:
+        """Announce ``event`` to subscribers; ``log=False`` when another process already logged it."""
         self._events.append(event)
-        if self._log is not None:
+        if self._log is not None and log:
             self._log.append(event)
         for cb in list(self._subscribers):
             self._deliver(cb, event)
@@ -477,17 +478,22 @@ class AgentRun(InboundMixin, LifecycleMixin):
         if root is not None:
             self._stop_subtree(root, reason)
 
-    def finish(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None) -> None:
-        """End an agent whose work ran elsewhere (a queued subtask): completed with its result, or failed/stopped."""
-        self.finish_agent(node, status, result=result, error=error)
+    def finish(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None,
+               logged: bool = False) -> None:
+        """End an agent whose work ran elsewhere (a queued subtask): completed with its result, or failed/stopped.
 
-    def finish_agent(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None) -> None:
+        ``logged``: the process that ran it already logged its ``agent-completed`` (announced, not logged again).
+        """
+        self.finish_agent(node, status, result=result, error=error, logged=logged)
+
+    def finish_agent(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None,
+                     logged: bool = False) -> None:
         """End one agent with ``status`` (and its result or error), announcing the change."""
         node.set_status(status)
         if status == "completed":
             node.result = result
             self.emit_state(node)
-            self.emit(AgentCompleted(agent_id=node.id, result=result or ""))
+            self.emit(AgentCompleted(agent_id=node.id, result=result or ""), log=not logged)
             parent = self.nodes.get(node.parent_id) if node.parent_id else None
             if self.monitor is not None and parent is not None:
                 self.monitor.deliverable(parent, "subagent result")

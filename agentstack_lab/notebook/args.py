@@ -91,6 +91,16 @@ def _session(text: str) -> str:
     return text
 
 
+def _cluster(text: str) -> str:
+    from agentstack_lab.coordination.dask import check_address  # no Dask import: the address is only checked
+
+    try:
+        check_address(text)
+    except AgentstackError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _answer(text: str) -> tuple[str, str]:
     kind, sep, reply = text.partition("=")
     if not sep or kind not in QUERY_KINDS:
@@ -122,6 +132,7 @@ class AgentArgs:
     decision_timeout: str | None = None
     coordinate: bool = False
     max_workers: int | None = None
+    cluster: str | None = None
     record: str | None = None
     replay: str | None = None
     replay_mode: str | None = None
@@ -150,6 +161,9 @@ def agent_parser() -> argparse.ArgumentParser:
     p.add_argument("--coordinate", action="store_true",
                    help="queue the root's subquestions on the durable task queue (workers run them)")
     p.add_argument("--max-workers", type=_positive_int, help="in-process workers of a --coordinate run (default 4)")
+    p.add_argument("--cluster", type=_cluster, metavar="ADDR",
+                   help="place a --coordinate run's subagents on a Dask cluster: tcp://scheduler:8786, or 'local' "
+                        "(one LocalCluster per kernel, reused; default: config agents.cluster)")
     p.add_argument("--wait", action="store_true",
                    help="block the cell until the run ends (headless); queries need --auto-approve or --answer")
     p.add_argument("--session", type=_session, help="session id or name whose memory namespace the agents use")
@@ -230,6 +244,8 @@ def parse_agent_line(line: str, cell: str | None = None) -> AgentArgs:
         prompt = rest
     if not prompt:
         parser.error("a PROMPT is required")
+    if ns.cluster is not None and not ns.coordinate:
+        parser.error("--cluster only applies with --coordinate")
     values: dict[str, Any] = vars(ns)
     values.pop("help")
     values["answers"] = dict(values.pop("answer"))

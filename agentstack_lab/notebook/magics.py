@@ -114,7 +114,8 @@ def given_options(args: AgentArgs) -> dict[str, Any]:
              "max_tokens": args.max_tokens, "timeout_s": args.timeout, "executor": args.executor,
              "auto_approve": args.auto_approve or None, "identity": args.identity, "on_query": args.on_query,
              "decision_timeout": args.decision_timeout,
-             "coordinate": args.coordinate or None, "max_workers": args.max_workers, "record": args.record,
+             "coordinate": args.coordinate or None, "max_workers": args.max_workers, "cluster": args.cluster,
+             "record": args.record,
              "replay": args.replay, "replay_mode": args.replay_mode}
     return {k: v for k, v in given.items() if v is not None}
 
