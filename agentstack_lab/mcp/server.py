@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import AgentstackError, message
+from agentstack_lab.events import camel_keys
 from agentstack_lab.mcp.tools import TOOL_NAMES, Toolbox
 from agentstack_lab.mcp.tools_review import REVIEW_TOOL_NAMES, ReviewTools
 from agentstack_lab.mcp.tools_tasks import TASK_TOOL_NAMES, TaskTools
@@ -48,14 +49,19 @@ INSTRUCTIONS = (
 
 
 def _guard(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a tool on the server's loop: expected errors become one-line tool errors, bugs are logged."""
+    """Run a tool on the server's loop: camelCase result keys, one-line tool errors, bugs logged.
+
+    The tool methods return their services' dicts (snake_case, as in Python); :func:`camel_keys`, the converter
+    the CLI's ``--json`` and the lab server use, turns them into the wire form here, leaving the user's and the
+    model's data (metadata, inputs, answers) as written. Argument names (the input schema) stay snake_case.
+    """
     from mcp.server.mcpserver.exceptions import ToolError
 
     @functools.wraps(fn)
     async def tool(**kwargs: Any) -> Any:
         try:
             result = fn(**kwargs)
-            return await result if inspect.isawaitable(result) else result
+            return camel_keys(await result if inspect.isawaitable(result) else result)
         except AgentstackError as exc:
             raise ToolError(message(exc)) from None
         except Exception:
