@@ -103,6 +103,7 @@ __all__ = [
     "camel_keys",
     "OPAQUE",
     "DATA_KEYED",
+    "VALUE_KEYS",
     "EventDecodeError",
 ]
 
@@ -260,7 +261,7 @@ DATA_KEYED = frozenset({"available"})
 """Keys whose value is a dict keyed by names that are data (``available``: provider name → availability, and a
 plugin's provider may be called ``my_llm``): :func:`camel_keys` keeps that dict's keys and converts its values."""
 
-_VALUE_KEYS = frozenset((*AGENT_STATUSES, *get_args(RelationshipType), *get_args(ToolName)))
+VALUE_KEYS = frozenset((*AGENT_STATUSES, *get_args(RelationshipType), *get_args(ToolName)))
 """Values of this module's vocabularies: as a key (``{"waiting_user": 2}``, counts per status) a name stays as is."""
 
 
@@ -268,10 +269,9 @@ def camel_keys(value: Any) -> Any:
     """``value`` with its dict keys in camelCase (``run_id`` → ``runId``), recursively.
 
     The casing rule for JSON that leaves the process other than events (CLI ``--json``, MCP tool results,
-    the lab server's replies).
-    The values of :data:`OPAQUE` keys pass through unchanged, a :data:`DATA_KEYED` dict keeps its keys, and a
-    key that is a vocabulary value (``waiting_user``, ``parent_of``, ``memory_search``) stays. Idempotent:
-    camelCase keys come out as they went in, so a value converted at its source may be converted again.
+    the lab server's replies). The values of :data:`OPAQUE` keys pass through unchanged, a :data:`DATA_KEYED`
+    dict keeps its keys, and a key that is a vocabulary value (``waiting_user``, ``parent_of``) stays.
+    Idempotent: camelCase keys come out as they went in, so a value converted at its source may be again.
     """
     if isinstance(value, Mapping):
         return {_key(k): v if k in OPAQUE else _data_keyed(v) if k in DATA_KEYED else camel_keys(v)
@@ -283,7 +283,7 @@ def camel_keys(value: Any) -> Any:
 
 def _key(key: Any) -> str:
     key = str(key)
-    return key if key in _VALUE_KEYS else _camel(key)
+    return key if key in VALUE_KEYS else _camel(key)
 
 
 def _data_keyed(value: Any) -> Any:
