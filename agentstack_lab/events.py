@@ -14,7 +14,7 @@ Casing rule: every JSON object that leaves the process has camelCase keys. In Py
 names are snake_case; :func:`to_wire` is the one place that turns an event into its wire form
 (``{"type": "text-delta", "agentId": "...", "delta": "..."}``) and :func:`camel_keys` the one
 converter for any other JSON a surface sends (CLI ``--json``, MCP tool results, the lab server's
-replies: 49 MCP tools and 33 ``--json`` commands go through it), recursively, except inside the user's
+replies: 49 MCP tools and 37 ``--json`` commands go through it), recursively, except inside the user's
 and the model's data (:data:`OPAQUE`: metadata, tool inputs, answers, config documents keep their keys).
 Payloads the engine builds (``agent-state``'s ``state``, tool outputs) are camelCase at the source, nested
 keys included (``ownUsage: {inputTokens, outputTokens}``). :func:`from_wire` is the inverse of
