@@ -12,9 +12,11 @@ views' icons, the CLI's colours, the MCP tool schemas, the magics' ``--answer`` 
 
 Casing rule: every JSON object that leaves the process has camelCase keys. In Python, field
 names are snake_case; :func:`to_wire` is the one place that turns an event into its wire form
-(``{"type": "text-delta", "agentId": "...", "delta": "..."}``) and :func:`wire_keys` the one
-place that does the same for any other dict (a database row shown by a surface). Payloads the
-engine builds (``agent-state``'s ``state``, tool outputs) are camelCase at the source, nested
+(``{"type": "text-delta", "agentId": "...", "delta": "..."}``) and :func:`camel_keys` the one
+converter for any other JSON a surface sends (CLI ``--json``, MCP tool results, the lab server's
+replies: 49 MCP tools and 37 ``--json`` commands go through it), recursively, except inside the user's
+and the model's data (:data:`OPAQUE`: metadata, tool inputs, answers, config documents keep their keys).
+Payloads the engine builds (``agent-state``'s ``state``, tool outputs) are camelCase at the source, nested
 keys included (``ownUsage: {inputTokens, outputTokens}``). :func:`from_wire` is the inverse of
 :func:`to_wire` and names the bad field of a message that does not decode.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -97,6 +100,10 @@ __all__ = [
     "to_wire",
     "from_wire",
     "wire_keys",
+    "camel_keys",
+    "OPAQUE",
+    "DATA_KEYED",
+    "VALUE_KEYS",
     "EventDecodeError",
 ]
 
@@ -228,14 +235,61 @@ _BY_TYPE: dict[str, type] = {
 EVENT_TYPES: tuple[str, ...] = tuple(_BY_TYPE)
 
 
+_SNAKE = re.compile(r"_([a-z0-9])")
+
+
 def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p.title() for p in rest)
+    return _SNAKE.sub(lambda m: m.group(1).upper(), name)
 
 
 def wire_keys(row: Mapping[str, Any]) -> dict[str, Any]:
-    """``row`` with its top-level keys in camelCase (``run_id`` → ``runId``): the casing rule for non-event JSON."""
-    return {_camel(k): v for k, v in row.items()}
+    """``row`` with its top-level keys in camelCase (``run_id`` → ``runId``), values untouched."""
+    return {_camel(str(k)): v for k, v in row.items()}
+
+
+OPAQUE = frozenset({"metadata", "input", "output", "options", "payload", "answer", "answers", "response", "result",
+                    "scores", "config"})
+"""Keys whose values are the user's or the model's data, passed through by :func:`camel_keys` as they are.
+
+A memory entry's ``metadata`` ``{"source_url": …}``, a tool call's ``input`` ``{"max_rows": 5}``, an agent's
+``result``, a decision's ``options`` or ``response``, a run's ``answers``, a config document (its keys are the
+config file's, e.g. ``max_depth``: camel-cased, the file would no longer load) leave the process with the keys
+they were written with: camel-casing them would change the data.
+"""
+
+DATA_KEYED = frozenset({"available"})
+"""Keys whose value is a dict keyed by names that are data (``available``: provider name → availability, and a
+plugin's provider may be called ``my_llm``): :func:`camel_keys` keeps that dict's keys and converts its values."""
+
+VALUE_KEYS = frozenset((*AGENT_STATUSES, *get_args(RelationshipType), *get_args(ToolName)))
+"""Values of this module's vocabularies: as a key (``{"waiting_user": 2}``, counts per status) a name stays as is."""
+
+
+def camel_keys(value: Any) -> Any:
+    """``value`` with its dict keys in camelCase (``run_id`` → ``runId``), recursively.
+
+    The casing rule for JSON that leaves the process other than events (CLI ``--json``, MCP tool results,
+    the lab server's replies). The values of :data:`OPAQUE` keys pass through unchanged, a :data:`DATA_KEYED`
+    dict keeps its keys, and a key that is a vocabulary value (``waiting_user``, ``parent_of``) stays.
+    Idempotent: camelCase keys come out as they went in, so a value converted at its source may be again.
+    """
+    if isinstance(value, Mapping):
+        return {_key(k): v if k in OPAQUE else _data_keyed(v) if k in DATA_KEYED else camel_keys(v)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [camel_keys(v) for v in value]
+    return value
+
+
+def _key(key: Any) -> str:
+    key = str(key)
+    return key if key in VALUE_KEYS else _camel(key)
+
+
+def _data_keyed(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): camel_keys(v) for k, v in value.items()}
+    return camel_keys(value)
 
 
 @functools.cache

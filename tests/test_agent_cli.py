@@ -106,9 +106,9 @@ def test_run_streams_and_exit_codes(workdir):
 
     runs = json.loads(invoke("agent", "list", "--runs", "--json").stdout)
     assert [r["status"] for r in runs] == ["completed", "completed", "failed", "completed"]
-    tree = json.loads(invoke("agent", "tree", data["run_id"][:8], "--json").stdout)
-    assert tree["id"] == data["run_id"] and [c["status"] for c in tree["children"]] == ["completed"] * 2
-    assert "researcher-" in invoke("agent", "tree", data["run_id"]).stdout
+    tree = json.loads(invoke("agent", "tree", data["runId"][:8], "--json").stdout)
+    assert tree["id"] == data["runId"] and [c["status"] for c in tree["children"]] == ["completed"] * 2
+    assert "researcher-" in invoke("agent", "tree", data["runId"]).stdout
 
 
 @pytest.mark.parametrize("args, message", [
@@ -133,7 +133,7 @@ def test_list_and_watch_see_a_run_of_another_process(workdir):
     try:
         root = wait_for(lambda: next((a for a in listed(run_id) if a["id"] == run_id and a["status"] == "running"),
                                      None))
-        assert root["type"] == "researcher" and root["parent_id"] is None
+        assert root["type"] == "researcher" and root["parentId"] is None
         shown = invoke("agent", "watch", "--once", "--run", run_id[:8])
         assert shown.exit_code == 0 and re.search(rf"{run_id[:8]}\s.*researcher\s.*running", shown.stdout)
         assert proc.wait(timeout=120) == 0, proc.stderr.read()
@@ -141,7 +141,7 @@ def test_list_and_watch_see_a_run_of_another_process(workdir):
         proc.kill()
     agents = listed(run_id)
     assert len(agents) == 3 and {a["status"] for a in agents} == {"completed"}
-    assert all(a["input_tokens"] > 0 for a in agents)
+    assert all(a["inputTokens"] > 0 for a in agents)
     shown = invoke("agent", "watch", "--once", "--run", run_id)
     assert shown.stdout.count("completed") >= 4  # three rows plus the summary line
     assert re.search(rf"{run_id[:8]}\s.*completed\s.*completed \(", shown.stdout)  # last event: completed, with age

@@ -151,10 +151,10 @@ def test_every_read_command_takes_json(workdir):
     watched = json.loads(ok("agent", "watch", "--once", "--json"))
     assert watched["agents"] == [] and isinstance(watched["seq"], int)
     run = json.loads(ok("agent", "run", "what is a monad?", "--json", "--no-subagents"))
-    assert json.loads(ok("agent", "tree", run["run_id"], "--json"))["id"] == run["tree"]["id"]
-    watched = json.loads(ok("agent", "watch", "--once", "--json", "--run", run["run_id"][:8]))
+    assert json.loads(ok("agent", "tree", run["runId"], "--json"))["id"] == run["tree"]["id"]
+    watched = json.loads(ok("agent", "watch", "--once", "--json", "--run", run["runId"][:8]))
     root = next(a for a in watched["agents"] if a["id"] == run["tree"]["id"])
-    assert root["status"] == "completed" and root["tokens"] > 0 and root["last_event"]["type"]
+    assert root["status"] == "completed" and root["tokens"] > 0 and root["lastEvent"]["type"]
     flows = json.loads(ok("workflow", "list", "--json"))
     assert {f["name"] for f in flows} >= {"doc_sync", "code_review"} and all(Path(f["path"]).is_file() for f in flows)
     assert json.loads(ok("workflow", "schema"))["properties"]["verdict"]["enum"] == ["PASS", "FAIL", "ERROR"]

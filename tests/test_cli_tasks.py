@@ -35,7 +35,7 @@ def test_task_cli_round_trip(workdir):
     assert ok("task", "assign", child, "agent-7").strip() == f"{child} running (agent agent-7)"
     assert ok("task", "complete", child, "12% in March").strip() == f"{child} completed"
     got = json.loads(ok("task", "get", child, "--json"))
-    assert (got["status"], got["output"], got["parent_id"], got["depth"]) == ("completed", "12% in March", root, 1)
+    assert (got["status"], got["output"], got["parentId"], got["depth"]) == ("completed", "12% in March", root, 1)
     listed = json.loads(ok("task", "list", "--parent", root, "--json"))
     assert [t["id"] for t in listed] == [child]
     other = ok("task", "create", "draft the board slide").strip()
@@ -45,11 +45,11 @@ def test_task_cli_round_trip(workdir):
     assert "cannot go from 'completed' to 'running'" in bad("task", "assign", child, "agent-8")
     assert "no task with id 'nope'" in bad("task", "get", "nope")
     rels = json.loads(ok("task", "relationships", child, "--json"))
-    assert sorted((r["from_task_id"], r["relationship_type"]) for r in rels) == sorted(
+    assert sorted((r["fromTaskId"], r["relationshipType"]) for r in rels) == sorted(
         [(root, "parent_of"), (other, "depends_on")])
     assert "parent_of" in ok("task", "relationships", child)
     metrics = json.loads(ok("task", "drift-metrics", "--json"))
-    assert (metrics["metrics"]["total_events"], metrics["metrics"]["prevented_count"]) == (1, 1)
+    assert (metrics["metrics"]["totalEvents"], metrics["metrics"]["preventedCount"]) == (1, 1)
     assert "1 events, 0 warned, 1 prevented" in ok("task", "drift-metrics")
     assert len(json.loads(ok("task", "list", "--json"))) == 3  # the prevented task was never created
 

@@ -109,7 +109,7 @@ def test_sigkill_mid_run_fails_its_agents_for_every_reader_and_spares_a_live_run
             else:
                 assert row["status"] == "failed"
                 assert row["error"] == f"owner process {victim.pid} ended while the agent was {was}"
-                assert row["ended_at"] is not None
+                assert row["endedAt"] is not None
         assert listed[live_id]["status"] == "running" and listed[live_id]["error"] is None  # no false positive
         assert live.poll() is None
 

@@ -143,7 +143,7 @@ def test_pause_comment_resume_from_another_process(workdir):
     run = start_run(workdir, "--on-query", "wait")
     try:
         d = pending_decision(workdir, run)
-        root = d["run_id"]
+        root = d["runId"]
         paused = cli(workdir, "agent", "pause", root[:8])
         assert paused.returncode == 0 and "pause queued" in paused.stdout
         assert cli(workdir, "agent", "comment", root, "mention the seasonality").returncode == 0
@@ -165,7 +165,7 @@ def test_stop_from_another_process_cancels_its_decision(workdir):
     run = start_run(workdir, "--on-query", "wait")
     try:
         d = pending_decision(workdir, run)
-        stopped = cli(workdir, "agent", "stop", d["run_id"])
+        stopped = cli(workdir, "agent", "stop", d["runId"])
         assert stopped.returncode == 0 and "stop queued" in stopped.stdout
         out, err = run.communicate(timeout=120)
     finally:
@@ -173,5 +173,5 @@ def test_stop_from_another_process_cancels_its_decision(workdir):
     assert run.returncode == 1 and "stopped by the user from the terminal" in err
     (after,) = json.loads(cli(workdir, "decisions", "list", "--all", "--json").stdout)
     assert after["state"] == "cancelled"
-    again = cli(workdir, "agent", "resume", d["run_id"])
+    again = cli(workdir, "agent", "resume", d["runId"])
     assert again.returncode == 2 and "nothing to resume" in again.stderr

@@ -87,7 +87,7 @@ def test_agent_run_identity_on_the_cli(tmp_path):
     ok = runner.invoke(app, ["-w", str(proj), "agent", "run", "--identity", "cli-bot", "--no-subagents", "--json",
                              "what is a monad?"])
     assert ok.exit_code == 0, ok.output
-    run_id = json.loads(ok.stdout)["run_id"]
+    run_id = json.loads(ok.stdout)["runId"]
     refused = runner.invoke(app, ["-w", str(proj), "agent", "run", "--identity", "cli-gone", "hi"])
     assert refused.exit_code != 0
     assert refused.stderr.strip().splitlines() == [

@@ -89,15 +89,15 @@ async def test_tools_memory_agent_run_and_tree(workdir):
         out = await call(s, "agent_run", prompt="what is a monad?", provider="scripted", wait=True)
         assert out["status"] == "completed" and out["done"] and "offline" in out["result"]
         assert len(out["tree"]["children"]) == 2
-        logged = await call(s, "agent_tree", run_id=out["run_id"][:8])  # a prefix is enough
-        assert logged["run_id"] == out["run_id"]
+        logged = await call(s, "agent_tree", run_id=out["runId"][:8])  # a prefix is enough
+        assert logged["runId"] == out["runId"]
         assert _ids(logged["tree"]) == _ids(out["tree"])
         assert logged["tree"]["result"] == out["result"]
 
-        status = await call(s, "agent_status", agent_id=out["run_id"])
-        assert status["status"] == "completed" and status["last_event"]["text"] == "completed"
-        assert status["input_tokens"] > 0 and not status["in_this_process"]
-        listed = await call(s, "agent_list", run_id=out["run_id"])
+        status = await call(s, "agent_status", agent_id=out["runId"])
+        assert status["status"] == "completed" and status["lastEvent"]["text"] == "completed"
+        assert status["inputTokens"] > 0 and not status["inThisProcess"]
+        listed = await call(s, "agent_list", run_id=out["runId"])
         assert listed["count"] == 3 and {a["status"] for a in listed["agents"]} == {"completed"}
         assert "researcher" in {t["type"] for t in (await call(s, "agent_types"))["types"]}
 
@@ -130,7 +130,7 @@ async def test_invalid_input_gives_one_clear_tool_error(workdir):
         assert (await call(s, "identity_transition", identity="ada", to="active"))["status"] == "active"
         assert (await call(s, "identity_transition", identity="ada", to="retired", reason="done"))["status"] == "retired"
         assert "cannot go from 'retired' to 'active'" in await error(s, "identity_transition", identity="ada", to="active")
-        audit = await call(s, "identity_audit", identity=ident["agent_id"])
+        audit = await call(s, "identity_audit", identity=ident["agentId"])
         assert [a["action"] for a in audit["audit"]] == ["retired", "activated", "created"]
         assert "unknown agent type 'wizard'" in await error(s, "identity_create", agent_type="wizard")
         # nothing was changed by the failures
@@ -142,8 +142,8 @@ async def test_session_isolation(workdir):
     async with mcp_client(workdir) as s:
         started_a = await call(s, "session_start", name="A")
         started_b = await call(s, "session_start", name="B")
-        a, ta = started_a["id"], started_a["session_token"]
-        b, tb = started_b["id"], started_b["session_token"]
+        a, ta = started_a["id"], started_a["sessionToken"]
+        b, tb = started_b["id"], started_b["sessionToken"]
         stored = await call(s, "memory_store", key="secret", content="the launch code is zebra", session_id=a,
                             session_token=ta)
         assert stored["namespace"] == f"session:{a}"
@@ -159,7 +159,7 @@ async def test_session_isolation(workdir):
         # B's token is not A's
         assert "wrong session_token" in await error(s, "memory_get", key="secret", session_id=a, session_token=tb)
         ended = await call(s, "session_end", session_id=a, session_token=ta)
-        assert ended["status"] == "ended" and ended["entries"] == 1 and "session_token" not in ended
+        assert ended["status"] == "ended" and ended["entries"] == 1 and "sessionToken" not in ended
         assert "has ended" in await error(s, "memory_search", query="zebra", session_id=a, session_token=ta)
         assert (await call(s, "session_status", session_id=a))["entries"] == 0
 
@@ -170,7 +170,7 @@ async def test_headless_run_fails_closed_and_other_process_runs_show(workdir):
     done = subprocess.run([*cmd, "agent", "run", "what is a monad?", "--json"], cwd=workdir,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    cli_run = json.loads(done.stdout)["run_id"]
+    cli_run = json.loads(done.stdout)["runId"]
     async with mcp_client(workdir) as s:
         roots = (await call(s, "agent_list", roots_only=True))["agents"]
         assert [r["id"] for r in roots] == [cli_run] and roots[0]["status"] == "completed"
@@ -185,14 +185,14 @@ async def test_headless_run_fails_closed_and_other_process_runs_show(workdir):
         started = await call(s, "agent_run", prompt="what is a monad?")
         assert started["done"] is False
         for _ in range(200):
-            st = await call(s, "agent_status", agent_id=started["run_id"])
+            st = await call(s, "agent_status", agent_id=started["runId"])
             if st["status"] == "completed":
                 break
             import anyio
 
             await anyio.sleep(0.05)
         assert st["status"] == "completed"
-        assert "already completed" in await error(s, "agent_stop", agent_id=started["run_id"])
+        assert "already completed" in await error(s, "agent_stop", agent_id=started["runId"])
 
 
 async def test_agent_stop_reaches_runs_of_this_process_only(workdir):
@@ -229,13 +229,13 @@ async def test_a_session_id_is_not_enough_to_use_another_clients_session(workdir
     """Two server processes on one workspace: B sees A's session id, but only A's token opens it."""
     async with mcp_client(workdir, log="a.stderr") as a:
         started = await call(a, "session_start", name="private")
-        sid, token = started["id"], started["session_token"]
+        sid, token = started["id"], started["sessionToken"]
         assert len(token) >= 40
         await call(a, "memory_store", key="note", content="the vault code is walrus", session_id=sid,
                    session_token=token)
         async with mcp_client(workdir, log="b.stderr") as b:
             listed = (await call(b, "session_active"))["sessions"]
-            assert [x["id"] for x in listed] == [sid] and not any("token" in k for x in listed for k in x)
+            assert [x["id"] for x in listed] == [sid] and not any("token" in k.lower() for x in listed for k in x)
             attempts = [("memory_get", {"key": "note"}), ("memory_search", {"query": "walrus"}),
                         ("memory_list", {}), ("memory_delete", {"key": "note"}),
                         ("memory_store", {"key": "note", "content": "overwritten"}), ("session_end", {}),
@@ -247,7 +247,7 @@ async def test_a_session_id_is_not_enough_to_use_another_clients_session(workdir
                 assert wrong.endswith(f"wrong session_token for session '{sid}'")
             # nothing changed: the entry, the session, no run
             st = await call(b, "session_status", session_id=sid)
-            assert st["status"] == "active" and st["entries"] == 1 and "session_token" not in st
+            assert st["status"] == "active" and st["entries"] == 1 and "sessionToken" not in st
             assert (await call(b, "agent_list"))["count"] == 0
             entry = await call(a, "memory_get", key="note", session_id=sid, session_token=token)
             assert entry["content"] == "the vault code is walrus" and entry["version"] == 1
@@ -259,7 +259,7 @@ async def test_a_session_id_is_not_enough_to_use_another_clients_session(workdir
             assert [h["key"] for h in hits] == ["note"]
             assert (await call(b, "memory_list", session_id=sid, session_token=token))["count"] == 1
             run = await call(b, "agent_run", prompt="what is a monad?", wait=True, session_id=sid, session_token=token)
-            assert run["status"] == "completed" and run["session_id"] == sid
+            assert run["status"] == "completed" and run["sessionId"] == sid
             assert (await call(b, "memory_delete", key="note", session_id=sid, session_token=token))["deleted"] == "note"
             assert (await call(b, "session_end", session_id=sid, session_token=token))["status"] == "ended"
             # an ended session takes no writes, from the process that started it either
@@ -293,7 +293,7 @@ async def test_empty_session_id_is_an_error_and_an_ended_session_takes_no_writes
         assert "session_token was given without session_id" in await error(s, "memory_store", key="k", content="c",
                                                                            session_token="t")
         started = await call(s, "session_start")
-        sid, token = started["id"], started["session_token"]
+        sid, token = started["id"], started["sessionToken"]
         await call(s, "session_end", session_id=sid, session_token=token)
         assert f"session '{sid}' has ended" in await error(s, "memory_store", key="k", content="c", session_id=sid,
                                                             session_token=token)
@@ -358,7 +358,7 @@ async def test_run_with_on_query_wait_is_answered_with_decision_answer(workdir):
         started = await call(s, "agent_run", prompt="how are sales trending in df?", subagents=False,
                              on_query="wait", decision_timeout=120)
         for _ in range(600):
-            pending = (await call(s, "decision_list", run_id=started["run_id"]))["decisions"]
+            pending = (await call(s, "decision_list", run_id=started["runId"]))["decisions"]
             if pending:
                 break
             await asyncio.sleep(0.05)
@@ -370,10 +370,10 @@ async def test_run_with_on_query_wait_is_answered_with_decision_answer(workdir):
         late = await error(s, "decision_answer", decision_id=d["id"], action="reject")
         assert late.endswith(f": decision {d['id']} already answered (by mcp client, from MCP)")
         for _ in range(600):
-            status = await call(s, "agent_status", agent_id=started["run_id"])
+            status = await call(s, "agent_status", agent_id=started["runId"])
             if status["status"] in ("completed", "failed", "stopped"):
                 break
             await asyncio.sleep(0.05)
         assert status["status"] == "completed", status
-        tree = (await call(s, "agent_tree", run_id=started["run_id"]))["tree"]
+        tree = (await call(s, "agent_tree", run_id=started["runId"]))["tree"]
         assert tree["metadata"]["answers"][-1]["source"] == "mcp"

@@ -28,8 +28,8 @@ async def test_review_loop_round_trip(workdir):
     async with mcp_client(workdir) as s:
         started = await call(s, "review_loop_start", code=BUGGY, path="calc.py", provider="scripted",
                              script={"verdicts": [FAIL, PASS], "revisions": [FIXED]})
-        loop_id = started["loop_id"]
-        assert started["max_iterations"] == 3 and started["kind"] == "code"
+        loop_id = started["loopId"]
+        assert started["maxIterations"] == 3 and started["kind"] == "code"
         for _ in range(100):  # it runs on the server's loop; poll like a client would
             status = await call(s, "review_loop_status", loop_id=loop_id[:8])
             if status["done"]:
@@ -48,7 +48,7 @@ async def test_review_loop_round_trip(workdir):
                             wait=True)
         assert (failed["status"], failed["iteration"]) == ("failed", 2)
         listed = await call(s, "review_loop_list")
-        assert [x["id"] for x in listed["loops"]] == [failed["loop_id"], loop_id] and listed["active"] == 0
+        assert [x["id"] for x in listed["loops"]] == [failed["loopId"], loop_id] and listed["active"] == 0
         assert (await call(s, "review_loop_list", status="failed"))["count"] == 1
 
         bad = await call(s, "review_loop_start", code=BUGGY, wait=True,
@@ -59,7 +59,7 @@ async def test_review_loop_round_trip(workdir):
         assert "max_iterations: Input should be less than or equal to 50" in await error(
             s, "review_loop_start", code=BUGGY, max_iterations=99)
         assert (await error(s, "review_loop_status", loop_id="nope-nope")).endswith("no review loop 'nope-nope'")
-        assert "already ended (failed)" in await error(s, "review_loop_abort", loop_id=failed["loop_id"])
+        assert "already ended (failed)" in await error(s, "review_loop_abort", loop_id=failed["loopId"])
         assert "unknown agent type 'critic'" in await error(s, "review_loop_start", code=BUGGY,
                                                             reviewer_type="critic")
         assert (await call(s, "review_loop_list"))["count"] == 3
@@ -96,7 +96,7 @@ async def test_abort_through_mcp_stops_a_loop_of_another_process(workdir):
             running = await call(s, "review_loop_list", status="running")
             assert [x["id"] for x in running["loops"]] == [loop_id] and running["active"] == 1
             assert (await call(s, "review_loop_get_code", loop_id=loop_id))["code"] == BUGGY
-            assert (await call(s, "review_loop_abort", loop_id=loop_id))["abort_requested"] is True
+            assert (await call(s, "review_loop_abort", loop_id=loop_id))["abortRequested"] is True
             assert proc.stdout.readline().strip() == "aborted"
             assert proc.wait(20) == 0
             assert (await call(s, "review_loop_status", loop_id=loop_id))["status"] == "aborted"

@@ -17,7 +17,7 @@ async def test_spawn_update_identities_health_and_config(workdir):
         assert "already exists" in await error(s, "agent_spawn", agent_type="coder", name="builder")
         assert "unknown agent type" in (await error(s, "agent_spawn", agent_type="wizard")).lower()
         running = await call(s, "agent_update_status", agent="builder", status="running")
-        assert running["status"] == "running" and running["started_at"]
+        assert running["status"] == "running" and running["startedAt"]
         done = await call(s, "agent_update_status", agent=agent["id"], status="completed", result="built")
         assert (done["status"], done["result"]) == ("completed", "built")
         bad = await error(s, "agent_update_status", agent="builder", status="running")
@@ -27,15 +27,15 @@ async def test_spawn_update_identities_health_and_config(workdir):
         ident = await call(s, "identity_create", agent_type="researcher", display_name="ada")
         other = await call(s, "identity_create", agent_type="coder", display_name="bob")
         got = await call(s, "identity_get", identity="ada")
-        assert got["agent_id"] == ident["agent_id"] and got["status"] == "created"
-        updated = await call(s, "identity_update", identity=ident["agent_id"], description="reads papers",
+        assert got["agentId"] == ident["agentId"] and got["status"] == "created"
+        updated = await call(s, "identity_update", identity=ident["agentId"], description="reads papers",
                              capabilities=["search"])
         assert (updated["description"], updated["version"]) == ("reads papers", ident["version"] + 1)
         assert "taken" in await error(s, "identity_update", identity="ada", display_name="bob")
         assert "at least one" in await error(s, "identity_update", identity="ada")
         assert "no identity" in await error(s, "identity_get", identity="nobody")
         listed = await call(s, "identity_list", agent_type="coder")
-        assert [i["agent_id"] for i in listed["identities"]] == [other["agent_id"]]
+        assert [i["agentId"] for i in listed["identities"]] == [other["agentId"]]
         assert (await call(s, "identity_list", status="created"))["count"] == 2
         audit = await call(s, "identity_audit", identity="ada")
         assert [a["action"] for a in audit["audit"]][:2] == ["updated", "created"]

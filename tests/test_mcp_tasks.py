@@ -35,15 +35,15 @@ async def test_task_tools_round_trip_and_drift(workdir):
         assert (await call(s, "task_assign", task_id=cid, agent_id="agent-1"))["status"] == "running"
         done = await call(s, "task_complete", task_id=cid, output="pricing and support")
         assert (done["status"], done["output"]) == ("completed", "pricing and support")
-        assert (await call(s, "task_get", task_id=cid))["parent_id"] == root["id"]
+        assert (await call(s, "task_get", task_id=cid))["parentId"] == root["id"]
         rels = await call(s, "task_get_relationships", task_id=root["id"], direction="outgoing")
-        assert [(r["relationship_type"], r["to_task_id"]) for r in rels["relationships"]] == [("parent_of", cid)]
+        assert [(r["relationshipType"], r["toTaskId"]) for r in rels["relationships"]] == [("parent_of", cid)]
         assert (await call(s, "task_list", status="completed"))["count"] == 1
         check = await call(s, "task_check_drift", task_input="map the churn drivers", task_type="researcher",
                            parent_task_id=cid)
-        assert check["result"]["action"] == "warned" and check["result"]["checked_ancestors"] == 2
+        assert check["result"]["action"] == "warned" and check["result"]["checkedAncestors"] == 2
         metrics = await call(s, "task_drift_metrics")
-        assert (metrics["metrics"]["total_events"], metrics["metrics"]["warned_count"]) == (1, 1)  # the check records nothing
+        assert (metrics["metrics"]["totalEvents"], metrics["metrics"]["warnedCount"]) == (1, 1)  # the check records nothing
         assert "cannot go from 'completed'" in await error(s, "task_assign", task_id=cid, agent_id="agent-2")
         assert "no task with id 'nope'" in await error(s, "task_get", task_id="nope")
 
@@ -58,25 +58,25 @@ async def test_consensus_approve_with_a_partial_rejection_steers_a_waiting_run(w
             return (await call(s, "consensus_list_pending"))["checkpoints"]
 
         [cp] = await _until(pending, "a pending checkpoint")
-        assert cp["risk_level"] == "high" and cp["task_id"] == run["run_id"]  # "deploy" is a high-risk pattern
-        subs = {s_["input"]: s_["id"] for s_ in cp["proposed_subtasks"]}
+        assert cp["riskLevel"] == "high" and cp["taskId"] == run["runId"]  # "deploy" is a high-risk pattern
+        subs = {s_["input"]: s_["id"] for s_ in cp["proposedSubtasks"]}
         caveats = next(i for text, i in subs.items() if text.startswith("What caveats"))
         assert "has no subtask 'bogus'" in await error(s, "consensus_approve", checkpoint_id=cp["id"],
                                                        rejected_subtask_ids=["bogus"])
         out = await call(s, "consensus_approve", checkpoint_id=cp["id"], rejected_subtask_ids=[caveats],
                          feedback="caveats later", reviewer="carol")
-        assert out["checkpoint"]["status"] == "approved" and out["checkpoint"]["decision"]["rejected_subtask_ids"] == [caveats]
+        assert out["checkpoint"]["status"] == "approved" and out["checkpoint"]["decision"]["rejectedSubtaskIds"] == [caveats]
         assert "already approved" in await error(s, "consensus_reject", checkpoint_id=cp["id"])
 
         async def finished():
-            st = await call(s, "agent_status", agent_id=run["run_id"])
+            st = await call(s, "agent_status", agent_id=run["runId"])
             return st if st["status"] in ("completed", "failed") else None
 
         assert (await _until(finished, "the run to end"))["status"] == "completed"
-        tree = (await call(s, "agent_tree", run_id=run["run_id"]))["tree"]
+        tree = (await call(s, "agent_tree", run_id=run["runId"]))["tree"]
         assert [c["prompt"] for c in tree["children"]] == [t for t in subs if t != "What caveats" and subs[t] != caveats]
         assert any("caveats later" in n for n in tree["metadata"]["notes"])
         got = await call(s, "consensus_get", checkpoint_id=cp["id"][:8])
-        assert got["decision"]["reviewed_by"] == "carol" and got["approved_subtask_ids"] != []
-        tasks = await call(s, "task_list", run_id=run["run_id"])
+        assert got["decision"]["reviewedBy"] == "carol" and got["approvedSubtaskIds"] != []
+        tasks = await call(s, "task_list", run_id=run["runId"])
         assert tasks["count"] == 2 and caveats not in {t["id"] for t in tasks["tasks"]}

@@ -326,7 +326,7 @@ def test_runs_list_links_a_follow_up_to_the_run_it_continues(jp_fetch, jp_root_d
 def test_rest_keeps_the_keys_of_user_and_model_data(jp_fetch, jp_root_dir, jp_asyncio_loop):
     """Envelope keys are camelCase; a memory entry's metadata and a tool call's input keep the keys they were
     written with (the reply's recursive camel-casing turned ``source_url`` into ``sourceUrl``)."""
-    from agentstack_lab.server.base import camel_keys
+    from agentstack_lab.events import camel_keys
     from agentstack_lab.workspace import Workspace
 
     with Workspace.open(jp_root_dir, announce=False) as ws:

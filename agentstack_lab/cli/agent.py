@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -394,7 +393,7 @@ def watch_command(ctx: typer.Context, run: str = typer.Option(None, "--run", "-r
             return
         with contextlib.suppress(KeyboardInterrupt):
             while True:
-                typer.echo(json.dumps(watch.snapshot(), default=str, ensure_ascii=False))
+                print_json(watch.snapshot(), line=True)
                 time.sleep(interval)
                 watch.refresh()
         return

@@ -32,6 +32,7 @@ import typer.exceptions
 from typer.core import TyperGroup
 
 from agentstack_lab.errors import AgentstackError, message
+from agentstack_lab.events import camel_keys
 from agentstack_lab.validation import decode_utf8
 
 __all__ = [
@@ -190,9 +191,18 @@ def require_writable(path: str | Path, option: str) -> Path:
 
 
 # --- output ---------------------------------------------------------------------------------------
-def print_json(data: Any) -> None:
-    """Print ``data`` as indented JSON on stdout (non-JSON values as strings)."""
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+def print_json(data: Any, *, line: bool = False, as_written: bool = False) -> None:
+    """Print ``data`` as indented JSON on stdout (non-JSON values as strings), keys in camelCase.
+
+    Keys go through :func:`agentstack_lab.events.camel_keys`, the converter the MCP server and the lab server
+    use too, so user and model data (metadata, inputs, answers) keep theirs. Args:
+        data: what to print.
+        line: one compact line (a stream of documents, as ``agent watch --json``) instead of indented JSON.
+        as_written: ``data`` is a document with its own keys (the config, whose keys are the config file's),
+            printed unconverted.
+    """
+    out = data if as_written else camel_keys(data)
+    typer.echo(json.dumps(out, indent=None if line else 2, ensure_ascii=False, default=str))
 
 
 def console(stderr: bool = False, *, stream: bool = False) -> Any:

@@ -27,7 +27,7 @@ def config_show(ctx: typer.Context, as_json: bool = JSON_OPTION):
     ws = Workspace.open(root.get("workspace"))
     data = ws.config.to_public_dict()
     if as_json:
-        print_json(data)
+        print_json(data, as_written=True)  # the config file's own keys: this output loads as agentstack.config.json
         return
     from rich.console import Console
     from rich.json import JSON as RichJSON

@@ -40,4 +40,5 @@ def config_command(ctx: typer.Context, as_json: bool = JSON_OPTION):
     ws = open_workspace(ctx, announce_new=False)
     data = ws.config.to_public_dict()
     data["source"] = str(ws.config.source) if ws.config.source else None
-    print_json(data)  # nested sections read best as JSON; --json is accepted for symmetry with other reads
+    # the config file's own keys; nested sections read best as JSON; --json is accepted for symmetry with other reads
+    print_json(data, as_written=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import AgentstackError, message
+from agentstack_lab.events import camel_keys
 from agentstack_lab.mcp.tools import TOOL_NAMES, Toolbox
 from agentstack_lab.mcp.tools_review import REVIEW_TOOL_NAMES, ReviewTools
 from agentstack_lab.mcp.tools_tasks import TASK_TOOL_NAMES, TaskTools
@@ -39,7 +40,10 @@ INSTRUCTIONS = (
     "on_query='wait' and answer with decision_list/decision_answer); agent_status, "
     "agent_tree and agent_list read the workspace database, so they also show runs of other processes "
     "(notebooks, the CLI). memory_* honour sessions: pass session_id and the session_token that "
-    "session_start returned (once) to use a session's private namespace; keep the token to yourself. "
+    "session_start returned (once, as sessionToken) to use a session's private namespace; keep the token to "
+    "yourself. "
+    "Results have camelCase keys (runId, createdAt); metadata, inputs, options and results keep the keys they were "
+    "written with. "
     "task_* create, assign, complete and relate tasks (every agent of a run is one); task_check_drift and "
     "task_drift_metrics report drift detection; consensus_* list and decide the checkpoints risky subtasks "
     "wait on (approve, reject, or reject some subtasks by id). review_loop_* run an adversarial review loop: a "
@@ -48,14 +52,19 @@ INSTRUCTIONS = (
 
 
 def _guard(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a tool on the server's loop: expected errors become one-line tool errors, bugs are logged."""
+    """Run a tool on the server's loop: camelCase result keys, one-line tool errors, bugs logged.
+
+    The tool methods return their services' dicts (snake_case, as in Python); :func:`camel_keys`, the converter
+    the CLI's ``--json`` and the lab server use, turns them into the wire form here, leaving the user's and the
+    model's data (metadata, inputs, answers) as written. Argument names (the input schema) stay snake_case.
+    """
     from mcp.server.mcpserver.exceptions import ToolError
 
     @functools.wraps(fn)
     async def tool(**kwargs: Any) -> Any:
         try:
             result = fn(**kwargs)
-            return await result if inspect.isawaitable(result) else result
+            return camel_keys(await result if inspect.isawaitable(result) else result)
         except AgentstackError as exc:
             raise ToolError(message(exc)) from None
         except Exception:

@@ -306,7 +306,8 @@ class Toolbox(DecisionTools, SystemTools):
                       metadata: dict[str, Any] | None = None) -> dict[str, Any]:
         """Start a session: a private memory namespace that ending the session deletes.
 
-        The result's `session_token` is shown only here: pass it with session_id to use or end the session.
+        The result's `sessionToken` is shown only here: pass it as session_token with session_id to use or end the
+        session.
         """
         session, token = self.ws.sessions.start_private(name, metadata=metadata)
         return {**session.to_dict(), "session_token": token}

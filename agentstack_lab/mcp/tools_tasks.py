@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from agentstack_lab.events import camel_keys
+
 __all__ = ["TaskTools", "TASK_TOOL_NAMES"]
 
 TASK_TOOL_NAMES = (
@@ -103,7 +105,8 @@ class TaskTools:
         """Would this input trigger drift detection against the parent's ancestors (records nothing)."""
         result, _ = self.svc.drift.check(task_input, task_type, parent_task_id, record=False)
         cfg = self.ws.config.drift
-        return {"result": result.to_dict(), "config": {"enabled": cfg.enabled, "threshold": cfg.threshold,
+        # "result" is opaque to the wire converter (an agent's result is model data): this one is ours, cased here
+        return {"result": camel_keys(result.to_dict()), "config": {"enabled": cfg.enabled, "threshold": cfg.threshold,
                                                        "warning_threshold": cfg.warning_threshold,
                                                        "behavior": cfg.behavior}}
 

@@ -10,40 +10,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jupyter_server.base.handlers import APIHandler
 
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
+from agentstack_lab.events import camel_keys
 from agentstack_lab.server.hub import EventHub
 
 if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
 
-__all__ = ["PREFIX", "BaseHandler", "ServerState", "camel_keys"]
+__all__ = ["PREFIX", "BaseHandler", "ServerState"]
 
 PREFIX = "agentstack/api"
-
-
-OPAQUE = frozenset({"metadata", "input", "output", "options", "payload", "answer", "response", "result", "scores"})
-"""Keys whose values are the user's or the model's data, passed through as they are: a memory entry's
-``metadata`` ``{"source_url": …}`` or a tool call's ``input`` ``{"max_rows": 5}`` must reach the panel
-with the keys they were written with (camel-casing them changed the data)."""
-
-
-def camel_keys(value: Any) -> Any:
-    """``value`` with its dict keys in camelCase (``run_id`` → ``runId``), recursively, except inside :data:`OPAQUE`."""
-    if isinstance(value, dict):
-        return {_camel(str(k)): v if k in OPAQUE else camel_keys(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [camel_keys(v) for v in value]
-    return value
-
-
-def _camel(key: str) -> str:
-    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), key)
 
 
 @dataclass(kw_only=True)
@@ -95,6 +76,7 @@ class BaseHandler(APIHandler):
         return self.state.workspace.db
 
     def reply(self, value: Any, status: int = 200) -> None:
+        """Send ``value`` as JSON, keys camel-cased by :func:`agentstack_lab.events.camel_keys` (data passes as is)."""
         self.set_status(status)
         self.finish(json.dumps(camel_keys(value), default=str))
 
