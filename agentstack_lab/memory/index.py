@@ -14,7 +14,7 @@ written once, by whichever process first sees them in ``memory_vec_log``, into f
   shard)``, ``shard`` = :data:`SHARD_ROWS`; each process loads them (~0.1 s at 1M) and encodes the few slots
   appended since they were written;
 * ``state.json`` (replaced by atomic rename): the file ``format`` (:data:`FORMAT`; an index of another
-  format is rebuilt from the vec0 table on the next sync, with a warning in the log), generation, committed
+  format is rebuilt from the ``memory_vec`` table on the next sync, with a warning in the log), generation, committed
   row count ``n``, the log position the files reflect, and the code tables. Readers never look past ``n``; a writer truncates anything past ``n``
   (a crashed append) before it appends. Writers serialise on ``lock`` (``flock``); readers never lock.
 
@@ -41,7 +41,7 @@ small per-row arrays, not the float32 rows.
 
 Below :data:`PQ_MIN` rows there is no PQ: the mapped rows are scanned exactly. Compaction: when the log
 was pruned past the files' position, more than a quarter of the rows changed at once, or a fifth of the
-slots are dead, a writer builds a new generation from the vec0 table (the source of truth) and renames
+slots are dead, a writer builds a new generation from the ``memory_vec`` table (the source of truth) and renames
 ``state.json`` to it; processes still mapping the old one keep reading it until their next refresh.
 """
 

@@ -85,10 +85,10 @@ def _prepare(conn: Any, path: str, *, readonly: bool) -> None:
     sqlite_vec.load(conn)
     conn.enable_load_extension(False)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    # A new database gets 16 KiB pages (a no-op for an existing one, fixed once it has content):
-    # vec0 keeps 256 vectors per chunk blob (384 KiB at 384 dims) and rewrites a slice of it for
-    # every insert, walking the blob's overflow-page chain; 4x larger pages make that chain 4x
-    # shorter. Measured per 10k stored entries: vec0 inserts -25%, commit -45%.
+    # A new database gets 16 KiB pages (a no-op for an existing one, fixed once it has content).
+    # Chosen when vectors lived in a sqlite-vec vec0 table (per 10k stored entries: vec0 inserts -25%,
+    # commit -45%); the plain ``memory_vec`` table that replaced it fits ten 1,536-byte vector rows in a
+    # page instead of two. Not re-measured against 4 KiB since.
     conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
     if not readonly and path != ":memory:":
         _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))

@@ -80,7 +80,7 @@ class RowReads:
     """The reads both backends answer with the same SQL over ``memory``, ``memory_tags`` and ``memory_versions``.
 
     A backend sets :attr:`cols` (its select list: PostgreSQL casts ``metadata`` to text) and has ``db``
-    with ``conn`` and ``query``; the search paths differ (FTS5/vec0 against tsvector/pgvector) and stay
+    with ``conn`` and ``query``; the search paths differ (FTS5 and the shared vector index against tsvector/pgvector) and stay
     in each backend.
     """
 
