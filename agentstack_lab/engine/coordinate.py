@@ -9,7 +9,11 @@ worker runs it as an :class:`~agentstack_lab.engine.run.AgentRun` *attached* to 
 tree (same run id, parent and depth), so its events and agent rows land in the coordinator's run and
 ``rebuild_tree`` shows the same tree whether it ran here or in a worker. The worker completes the
 task with the result and a snapshot of the subtree, which the coordinator merges into ``run.tree``
-and announces (one ``agent-state`` per agent, content included) to its own subscribers.
+and announces (one ``agent-state`` per agent, content included) to its own subscribers. The worker's
+run logged the child's terminal event (``agent-completed``, or ``error`` for a child that failed: the
+worker then fails the row with the subtree as its result, a ``TaskFailure``); the coordinator announces
+it to its subscribers without logging it again, so the events table holds one per child
+(tests/test_coordinate_engine.py: one subagent's provider raises; one ``error`` event for it).
 
 A worker that dies mid-task loses its lease; another worker reruns the child under the same id, and
 its first ``agent-state`` resets the text, so the rebuilt tree shows the rerun only.
