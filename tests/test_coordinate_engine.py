@@ -5,6 +5,8 @@ in-process worker, or in an ``agentstack-lab worker`` process."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import signal
 import subprocess
 import sys
@@ -156,3 +158,49 @@ def test_magic_and_cli_take_coordinate(ws):
     bad = subprocess.run([*CLI, "-w", str(ws.root), "agent", "run", "q", "--coordinate", "--max-workers", "-1"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--max-workers" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def failing_brain(request):
+    """``brain``, but the model call of part B's main step raises (a provider outage for that one subagent)."""
+    meta = request.metadata
+    if meta["step"] == "main" and meta["prompt"] == "part B of the plan":
+        raise RuntimeError("provider outage for part B")
+    return brain(request)
+
+
+def test_a_failed_queued_child_is_logged_once_and_the_run_derives_its_status(ws):
+    async def one(**options):
+        seen = []
+        run = AgentRun("make the plan", workspace=ws, provider=ScriptedProvider(failing_brain),
+                       options=RunOptions(max_depth=1, final_question=False, **options))
+        run.subscribe(seen.append)
+        await run.wait(raise_on_error=False)
+        await asyncio.sleep(0)
+        return run, seen
+
+    plain, _ = asyncio.run(one())
+    run, seen = asyncio.run(one(coordinate=True, max_workers=2))
+    failed = [c for c in run.tree["children"] if c["status"] == "failed"]
+    assert [c["prompt"] for c in failed] == ["part B of the plan"]
+    child = failed[0]["id"]
+    assert "provider outage for part B" in failed[0]["error"]
+    # the root goes on without it, as in an in-process run: same status, same tree, same note in its answer
+    assert run.status == plain.status == "completed"
+    def same(tree):  # the root's answer names the failed child (researcher-<its id>): ids differ per run
+        return json.loads(re.sub(r"researcher-[0-9a-f]{8}", "researcher-*", json.dumps(shape(tree))))
+
+    assert same(run.tree) == same(plain.tree) == same(rebuild_tree(ws.db, run.id))
+    assert "Subagents that did not complete: researcher-" in run.result
+    assert "(failed: RuntimeError: provider outage for part B)" in run.result   # the child's own error
+    # the worker's run logged the child's error; the coordinator announced it without logging it again
+    terminal = ws.db.query("SELECT agent_id, type FROM events WHERE run_id = ? AND type IN ('error', 'agent-completed')",
+                           (run.id,))
+    assert sorted(t for a, t in terminal if a == child) == ["error"]
+    others = [a for a, _ in terminal if a != child]
+    assert len(others) == len(set(others)) == 3            # the other two children and the root: one each
+    heard = [(ev.type, ev.agent_id) for ev in seen if ev.type in ("error", "agent-completed")]
+    assert heard.count(("error", child)) == 1 and ("agent-completed", child) not in heard
+    assert sorted(heard) == sorted((t, a) for a, t in terminal)
+    rows = {t.id: t for t in TaskQueue(ws.db).list(group_id=run.id)}
+    assert rows[child].state == "failed" and "provider outage for part B" in rows[child].error
+    assert ws.db.query("SELECT status FROM agents WHERE id = ?", (child,))[0][0] == "failed"

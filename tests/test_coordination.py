@@ -119,7 +119,10 @@ def test_assign_requeue_release_fail_cancel_clear(ws):
     retried = q.fail(q.claim("w1"), "boom", retry=True)
     assert retried.id == r.id and retried.state == "pending" and retried.priority == 4 and retried.error == "boom"
     failed = q.fail(q.claim("w1"), "boom again", retry=True)  # attempts exhausted (2 of 2)
-    assert failed.state == "failed" and failed.error == "boom again"
+    assert failed.state == "failed" and failed.error == "boom again" and failed.result is None
+    kept = q.enqueue("coder", "k")   # a failure may keep what the failed work left (a subagent's tree)
+    assert q.fail(q.claim("w1"), "died", result={"tree": {"id": kept.id}}).result == {"tree": {"id": kept.id}}
+    assert q.get(kept.id).result == {"tree": {"id": kept.id}} and q.get(kept.id).error == "died"
     b = q.enqueue("coder", "b", group_id="g")
     c = q.enqueue("tester", "c", group_id="g")
     q.enqueue("tester", "d", group_id="other")

@@ -124,3 +124,48 @@ def test_runs_on_a_worker_are_served_by_that_workers_kernel_pool(tmp_path):
     for addr in by_worker:                                                # each pool counted its own runs 1, 2, 3 ...
         assert sorted(n for a, _, n, _ in kernels if a == addr) == list(range(1, 1 + sum(k[0] == addr for k in kernels)))
     assert all(worker_pids[a] in parents for a, parents in zygote_parents.items() if a in by_worker)
+
+
+TWO_BATCHES = '''
+import json, sys
+from pathlib import Path
+from agentstack_lab.workflows.batch import plan_runs
+from agentstack_lab.workflows.cluster import run_batch_on_cluster
+
+if __name__ == "__main__":   # the LocalCluster's worker processes are spawned and re-import __main__
+    nbs, out = [Path(p) for p in sys.argv[1:-1]], Path(sys.argv[-1])
+    batches = []
+    for name in ("first", "second"):
+        runs = run_batch_on_cluster(plan_runs(nbs, {}, None, out / name), cluster="local", pool_size=1)
+        batches.append([{"status": r.result.status, "scheduler": r.scheduler, "workers": r.workers,
+                         "pool": r.pool} for r in runs])
+    print(json.dumps(batches))
+'''
+
+
+def test_two_local_batches_in_one_process_share_its_local_cluster(tmp_path):
+    import subprocess
+    import sys
+
+    import psutil
+
+    script = tmp_path / "two_batches.py"
+    script.write_text(TWO_BATCHES)
+    nbs = [str(_pid_notebook(tmp_path / f"pid{i}.ipynb")) for i in range(2)]
+    proc = subprocess.run([sys.executable, str(script), *nbs, str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first, second = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [r["status"] for r in first + second] == ["pass"] * 4
+    schedulers = {r["scheduler"] for r in first + second}
+    assert len(schedulers) == 1 and next(iter(schedulers)).startswith("tcp://127.0.0.1:")   # one scheduler for both
+    # the second batch found the first batch's worker pools still warm: same pool ids, their run counts go on
+    pools = {r["pool"]["id"]: r["pool"]["pid"] for r in first}
+    assert {r["pool"]["id"] for r in second} <= set(pools)
+    assert max(r["pool"]["run"] for r in second) > 1
+    workers = set(pools.values()) | {r["pool"]["pid"] for r in second}
+    assert proc.returncode == 0 and os.getpid() not in workers
+    deadline = time.monotonic() + 30                          # closed at exit: no worker process outlives it
+    while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in workers):
+        time.sleep(0.2)
+    assert not any(psutil.pid_exists(p) for p in workers), workers

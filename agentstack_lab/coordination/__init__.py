@@ -23,7 +23,7 @@ from agentstack_lab.coordination.queue import (
     TaskQueue,
     worker_name,
 )
-from agentstack_lab.coordination.worker import Runner, Worker
+from agentstack_lab.coordination.worker import Runner, TaskFailure, Worker
 
 __all__ = ["TaskQueue", "QueuedTask", "QueueError", "LeaseLostError", "QueuedTaskNotFoundError", "LEASE_S",
-           "QUEUE_STATES", "worker_name", "MessageBus", "Message", "Worker", "Runner", "Coordinator"]
+           "QUEUE_STATES", "worker_name", "MessageBus", "Message", "Worker", "Runner", "TaskFailure", "Coordinator"]

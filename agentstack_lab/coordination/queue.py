@@ -234,13 +234,17 @@ class TaskQueue:
         """Finish a claimed task with ``result`` (JSON); :class:`LeaseLostError` unless the lease is current."""
         return self._finish(task, lease, "completed", result=result)
 
-    def fail(self, task: QueuedTask | str, error: str, *, lease: str | None = None, retry: bool = False) -> QueuedTask:
-        """Fail a claimed task; with ``retry`` and attempts left it goes back to the queue one priority lower."""
+    def fail(self, task: QueuedTask | str, error: str, *, lease: str | None = None, retry: bool = False,
+             result: Any = None) -> QueuedTask:
+        """Fail a claimed task; with ``retry`` and attempts left it goes back to the queue one priority lower.
+
+        ``result`` (JSON, optional) is kept with the failure: what the failed work left (an agent's tree).
+        """
         if retry:
             current = self.get(_ref(task, lease)[0])
             if current.attempts < current.max_attempts:
                 return self.requeue(task, lease=lease, error=error)
-        return self._finish(task, lease, "failed", error=str(error))
+        return self._finish(task, lease, "failed", error=str(error), result=result)
 
     def requeue(self, task: QueuedTask | str, *, lease: str | None = None, error: str | None = None) -> QueuedTask:
         """Put a claimed task back, one priority lower (not below 1), as the seed's ``requeue``."""
@@ -367,7 +371,7 @@ class TaskQueue:
                 error: str | None = None) -> QueuedTask:
         task_id, lease = _ref(task, lease)
         try:
-            body = json.dumps(result) if state == "completed" else None
+            body = json.dumps(result) if state == "completed" or result is not None else None
         except (TypeError, ValueError) as exc:
             raise QueueError(f"task result must be JSON-serialisable: {exc}") from None
         with self.db.transaction() as conn:

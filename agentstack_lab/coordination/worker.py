@@ -24,11 +24,24 @@ from typing import Any
 
 from agentstack_lab.coordination.queue import LeaseLostError, QueuedTask, QueueError, TaskQueue, worker_name
 
-__all__ = ["Worker", "Runner"]
+__all__ = ["Worker", "Runner", "TaskFailure"]
 
 log = logging.getLogger(__name__)
 
 Runner = Callable[[QueuedTask], Awaitable[Any]]
+
+
+class TaskFailure(Exception):
+    """Raised by a runner whose task failed but left a JSON ``result`` worth keeping with the failure.
+
+    The engine's runner raises it for a queued subagent whose run failed: the result holds the
+    subtree and says the run already logged the child's ``error`` event, so the coordinator
+    announces the failure without logging it a second time. ``str(exc)`` is the task's error.
+    """
+
+    def __init__(self, error: str, result: dict[str, Any]):
+        super().__init__(error)
+        self.result = result
 
 
 class Worker:
@@ -159,8 +172,11 @@ class Worker:
                 raise
             except Exception as exc:  # noqa: BLE001 - the task failed; the worker goes on
                 log.warning("agentstack-lab: task %s failed in worker %s: %s", task.id, self.id, exc)
+                failure = exc if isinstance(exc, TaskFailure) else None
+                error = str(exc) if failure is not None else f"{type(exc).__name__}: {exc}"
                 with contextlib.suppress(LeaseLostError):
-                    await asyncio.to_thread(self.queue.fail, task, f"{type(exc).__name__}: {exc}")
+                    await asyncio.to_thread(self.queue.fail, task, error,
+                                            result=failure.result if failure is not None else None)
                     self.failed += 1
                 return
             try:

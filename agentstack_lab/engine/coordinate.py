@@ -9,7 +9,11 @@ worker runs it as an :class:`~agentstack_lab.engine.run.AgentRun` *attached* to 
 tree (same run id, parent and depth), so its events and agent rows land in the coordinator's run and
 ``rebuild_tree`` shows the same tree whether it ran here or in a worker. The worker completes the
 task with the result and a snapshot of the subtree, which the coordinator merges into ``run.tree``
-and announces (one ``agent-state`` per agent, content included) to its own subscribers.
+and announces (one ``agent-state`` per agent, content included) to its own subscribers. The worker's
+run logged the child's terminal event (``agent-completed``, or ``error`` for a child that failed: the
+worker then fails the row with the subtree as its result, a ``TaskFailure``); the coordinator announces
+it to its subscribers without logging it again, so the events table holds one per child
+(tests/test_coordinate_engine.py: one subagent's provider raises; one ``error`` event for it).
 
 A worker that dies mid-task loses its lease; another worker reruns the child under the same id, and
 its first ``agent-state`` resets the text, so the rebuilt tree shows the rerun only.
@@ -35,7 +39,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentstack_lab.coordination import Coordinator, QueuedTask, TaskQueue, worker_name
+from agentstack_lab.coordination import Coordinator, QueuedTask, TaskFailure, TaskQueue, worker_name
 from agentstack_lab.coordination import Worker as QueueWorker
 from agentstack_lab.engine.options import Attachment
 from agentstack_lab.engine.state import AgentNode
@@ -58,7 +62,9 @@ async def run_queued(workspace: Any, task: QueuedTask, *, provider: Any = None, 
 
     A task queued by a coordinated run (``payload.runId``) runs attached to that run's tree; any other
     task is a headless run of its own (``interactive=False``; its options come from ``payload.options``).
-    Raises the run's failure, so the worker fails the task.
+    Raises the run's failure, so the worker fails the task; for an attached run as a
+    :class:`~agentstack_lab.coordination.TaskFailure` whose result carries the subtree (the run
+    logged the child's ``error`` already: the coordinator announces it, it does not log it again).
     """
     from agentstack_lab.engine.run import AgentRun
 
@@ -71,7 +77,13 @@ async def run_queued(workspace: Any, task: QueuedTask, *, provider: Any = None, 
     run = AgentRun(task.input, workspace=workspace, provider=provider or payload.get("provider"),
                    agent_type=task.agent_type, options=options, session_id=payload.get("sessionId"),
                    executor=executor, attach=attach)
-    await run
+    try:
+        await run
+    except Exception as exc:
+        if attach is None:
+            raise
+        raise TaskFailure(f"{type(exc).__name__}: {exc}", {"text": run.result, "status": run.status, "runId": run.run_id,
+                                                           "agentId": run.id, "tree": run.tree}) from exc
     return {"text": run.result, "status": run.status, "runId": run.run_id, "agentId": run.id,
             "tree": run.tree if attach else None}
 
@@ -93,7 +105,12 @@ class Worker(QueueWorker):
         queue = TaskQueue(workspace.db, **({"lease_s": lease_s} if lease_s is not None else {}))
 
         async def runner(task: QueuedTask) -> dict[str, Any]:  # ``extra``: read when the task ends
-            return {**await run_queued(workspace, task, provider=provider), **(extra or {})}
+            try:
+                done = await run_queued(workspace, task, provider=provider)
+            except TaskFailure as exc:
+                exc.result.update(extra or {})
+                raise
+            return {**done, **(extra or {})}
 
         super().__init__(queue, runner, types=types, concurrency=concurrency, worker_id=worker_id,
                          idle_poll=idle_poll)
@@ -226,12 +243,14 @@ def _merge(run: AgentRun, node: AgentNode, task: QueuedTask) -> None:
         node.metadata["queue"].setdefault("lost", []).append(lost.get("daskWorker"))
         log.warning("agentstack-lab: subagent %s: %s", node.id, text)
         run.note(node, text)
+    # with a tree, the worker's run logged the child's agent-completed or error already: announce it here,
+    # do not log it twice (without one the run never got that far, e.g. a cancelled task: log it here)
     if task.state == "completed" and result.get("status", "completed") == "completed":
-        # the worker's run logged the child's agent-completed already: announce it here, do not log it twice
         run.finish(node, "completed", result=result.get("text") or "", logged=bool(tree))
     else:
         status = "stopped" if task.state == "cancelled" or result.get("status") == "stopped" else "failed"
-        run.finish(node, status, error=task.error or tree.get("error") or f"queued task {task.state}")
+        run.finish(node, status, error=tree.get("error") or task.error or f"queued task {task.state}",
+                   logged=bool(tree))
 
 
 def _adopt(run: AgentRun, node: AgentNode, tree: dict[str, Any]) -> None:

@@ -482,7 +482,8 @@ class AgentRun(InboundMixin, LifecycleMixin):
                logged: bool = False) -> None:
         """End an agent whose work ran elsewhere (a queued subtask): completed with its result, or failed/stopped.
 
-        ``logged``: the process that ran it already logged its ``agent-completed`` (announced, not logged again).
+        ``logged``: the process that ran it already logged its ``agent-completed`` or ``error`` (announced,
+        not logged again: one terminal event per agent in the log).
         """
         self.finish_agent(node, status, result=result, error=error, logged=logged)
 
@@ -500,7 +501,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
         else:
             node.error = error
             self.emit_state(node)
-            self.emit(ErrorEvent(agent_id=node.id, error=error or status))
+            self.emit(ErrorEvent(agent_id=node.id, error=error or status), log=not logged)
         if self.hooks is not None:
             self.hooks.post_task(node)
 

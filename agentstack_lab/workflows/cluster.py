@@ -1,7 +1,9 @@
 """Workflow batches on a Dask cluster: each run a Dask task, on a fresh pooled kernel of some worker.
 
-``run_batch_on_cluster(specs, cluster="tcp://scheduler:8786")`` (or ``"local"``: a
-``distributed.LocalCluster`` of worker processes) submits one task per run. Each worker holds a
+``run_batch_on_cluster(specs, cluster="tcp://scheduler:8786")`` (or ``"local"``: the process's one
+``distributed.LocalCluster`` of worker processes, shared with coordinated runs and started on first
+use, see :func:`~agentstack_lab.coordination.dask.shared_local_cluster`; two batches in one Python
+process use one scheduler and find the first batch's warm kernel pools) submits one task per run. Each worker holds a
 kernel pool (:class:`~agentstack_lab.workflows.dask_pool.KernelPoolPlugin`, a ``WorkerPlugin``
 registered for the batch's kernel, fork mode and working directory; it stays registered, so the
 next batch on that cluster finds warm kernels, and workers that join later start one too). On its
@@ -28,7 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentstack_lab.coordination.dask import ClusterError, connect_cluster, import_distributed
+from agentstack_lab.coordination.dask import (
+    ClusterError,
+    connect_cluster,
+    import_distributed,
+    shared_local_cluster,
+)
 from agentstack_lab.workflows.batch import RunSpec, notebook_kernel
 from agentstack_lab.workflows.execute import RunResult
 
@@ -45,6 +52,7 @@ class ClusterRun:
     attempts: int = 1
     workers: list[str] = field(default_factory=list)
     pool: dict[str, Any] | None = None  # the serving worker's pool: id, pid, zygotePid, run (its n-th run)
+    scheduler: str | None = None  # the Dask scheduler's address the batch ran on
 
 
 def _run_on_worker(spec: dict[str, Any], options: dict[str, Any], key: str, plugin: str) -> dict[str, Any]:
@@ -92,13 +100,19 @@ def run_batch_on_cluster(specs: list[RunSpec], *, cluster: str | Any, kernel_nam
                          on_done: Callable[[RunSpec, ClusterRun], None] | None = None) -> list[ClusterRun]:
     """Run ``specs`` as Dask tasks; results in ``specs`` order, every spec reported exactly once.
 
-    ``cluster`` is a scheduler address, ``"local"``, or a connected ``distributed.Client``. Each worker
-    runs its share on its own kernel pool of ``pool_size`` ready kernels (``kernel_name``, default the
-    first notebook's kernelspec).
+    ``cluster`` is a scheduler address, ``"local"`` (the process's shared LocalCluster of ``n_workers``
+    processes, started by the first user and left running for the next batch or coordinated run;
+    closed at interpreter exit), or a connected ``distributed.Client``. Each worker runs its share on
+    its own kernel pool of ``pool_size`` ready kernels (``kernel_name``, default the first notebook's
+    kernelspec).
     """
     distributed = import_distributed()
     own = not isinstance(cluster, distributed.Client)
-    client, local = connect_cluster(cluster, n_workers=n_workers) if own else (cluster, None)
+    if isinstance(cluster, str) and cluster == "local":  # our own client on the shared cluster: the client is closed below, the cluster stays
+        client, local = distributed.Client(shared_local_cluster(n_workers)), None
+    else:
+        client, local = connect_cluster(cluster, n_workers=n_workers) if own else (cluster, None)
+    scheduler = getattr(client.scheduler, "address", None)
     batch = uuid.uuid4().hex[:8]
     options = {"kernel_name": kernel_name, "cell_timeout": cell_timeout, "timeout": timeout}
     pooled = kernel_name or (notebook_kernel(specs[0].notebook) if specs else None) or "python3"
@@ -136,7 +150,7 @@ def run_batch_on_cluster(specs: list[RunSpec], *, cluster: str | Any, kernel_nam
                 res.report_path = str(spec.report) if spec.report and "report" in got["files"] else None
             seen = attempts.get(keys[i], [])
             run = ClusterRun(result=res, attempts=max(1, len(seen)), workers=seen,
-                             pool=None if isinstance(got, BaseException) else got.get("pool"))
+                             pool=None if isinstance(got, BaseException) else got.get("pool"), scheduler=scheduler)
             out.append(run)
             if on_done is not None:
                 on_done(spec, run)
