@@ -89,16 +89,17 @@ _TEMPLATES = ("{S} {V} the {A} {O} {P} {T}.", "{T}, {S} {V} the {O} {R}.", "{S} 
 def english(n: int, seed: int = 0) -> list[str]:
     """Notes of one English sentence (8-16 words) from the word lists and templates (deterministic).
 
-    One sentence, not the zipf corpus' 20-30 words: MiniLM's cost grows with the tokens and it embedded
-    only 20-60 notes/s on this loaded 2-core machine; short notes, many near-duplicates (the lists are small).
+    One sentence, not the zipf corpus' 20-30 words: MiniLM's cost grows with the tokens (160 one-sentence
+    notes per CPU-second here); many near-duplicates (the lists are small). Prefix-stable, so an embedding
+    cache of a larger size serves every smaller one.
     """
     rng = np.random.default_rng(seed)
     lists = {"S": _SUBJECTS, "V": _VERBS, "A": _ADJECTIVES, "O": _OBJECTS, "P": _PLACES, "T": _TIMES, "R": _REASONS}
-    picks = {k: rng.integers(0, len(v), size=n) for k, v in lists.items()}
-    tmpl = rng.integers(0, len(_TEMPLATES), size=n)
+    draws = rng.integers(0, 2**31, size=(n, len(lists) + 1))   # one row per note: english(n)[:m] == english(m)
     out = []
-    for i in range(n):
-        sentence = _TEMPLATES[tmpl[i]].format(**{k: lists[k][picks[k][i]] for k in lists})
+    for row in draws:
+        words = {k: v[row[j] % len(v)] for j, (k, v) in enumerate(lists.items())}
+        sentence = _TEMPLATES[row[-1] % len(_TEMPLATES)].format(**words)
         out.append(sentence[0].upper() + sentence[1:])
     return out
 
@@ -173,28 +174,49 @@ def _config(embedder: str, **vector) -> Config:
     return Config.from_dict({"memory": {"embedder": embedder, "vector": vector}})
 
 
-def _embed_once(embedder, docs: list[str], threads: int, batch: int = 2_000) -> tuple[np.ndarray, float]:
-    """Every note embedded once (torch on ``threads`` threads), with the rate; progress every ``batch`` notes."""
+def _embed_once(embedder, docs: list[str], threads: int, cache: Path | None = None,
+                batch: int = 2_000) -> tuple[np.ndarray, float | None]:
+    """Every note embedded once (torch on ``threads`` threads), with the rate; progress every 20,000 notes.
+
+    ``cache``: a folder of ``batch``-note chunks (``NNNNNNN.npy``, by first note) of this embedder and corpus,
+    read where present and written as they are made, so a run that stops (or a larger size: the corpora
+    are prefix-stable) does not embed them again. The rate is over the notes embedded in this run
+    (None when the cache held them all).
+    """
     try:
         import torch
     except ImportError:
         torch = None
     if torch is not None:
         torch.set_num_threads(threads)   # the parent pinned BLAS to one thread for the searches
-    parts, t = [], time.perf_counter()
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+    parts, made, spent = [], 0, 0.0
     for i in range(0, len(docs), batch):
-        parts.append(embedder.embed(docs[i:i + batch]))
+        chunk = docs[i:i + batch]
+        path = cache / f"{i:07d}.npy" if cache is not None else None
+        if path is not None and path.exists() and len(got := np.load(path)) >= len(chunk):
+            parts.append(got[:len(chunk)])
+            continue
+        t = time.perf_counter()
+        parts.append(embedder.embed(chunk))
+        spent += time.perf_counter() - t
+        made += len(chunk)
+        if path is not None and len(chunk) == batch:
+            np.save(path.with_suffix(".tmp.npy"), parts[-1])
+            os.replace(path.with_suffix(".tmp.npy"), path)
         done = min(len(docs), i + batch)
         if done % (batch * 10) == 0 or done == len(docs):
-            step(f"embedded {done:,} / {len(docs):,} ({done / (time.perf_counter() - t):,.0f}/s)")
-    rate = len(docs) / (time.perf_counter() - t)
+            step(f"embedded {done:,} / {len(docs):,} ({made / spent:,.0f}/s over the {made:,} made in this run)")
+    rate = made / spent if made else None
     if torch is not None:
         torch.set_num_threads(1)   # query embedding inside the timed searches: one thread, like the searches
     return np.concatenate(parts), rate
 
 
 def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float, embedder: str = "hash",
-          corpus_name: str = "zipf", save: Path | None = None, embed_threads: int = 1) -> dict:
+          corpus_name: str = "zipf", save: Path | None = None, embed_threads: int = 1,
+          embed_cache: Path | None = None) -> dict:
     docs = CORPORA[corpus_name][0](n)
     qs = queries(docs, n_queries)
     res: dict = {"n": n}
@@ -203,7 +225,8 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float, embedd
         reuse = embedder != "hash"   # slow model: embed once, before store_many, and reuse the vectors
         if reuse:
             step("embedding the corpus once")
-            vectors, res["embed_rate"] = _embed_once(mem.embedder, docs, embed_threads)
+            cache = embed_cache / f"{embedder}-{corpus_name}" if embed_cache is not None else None
+            vectors, res["embed_rate"] = _embed_once(mem.embedder, docs, embed_threads, cache)
             mem.embedder = _Reuse(mem.embedder, docs, vectors)
             del vectors
         items = [{"key": f"doc-{i}", "content": d} for i, d in enumerate(docs)]
@@ -424,6 +447,10 @@ def _recall(got: list[list[int]], truth: list[list[int]]) -> float:
     return float(np.mean([len(set(g) & set(t)) / len(t) for g, t in zip(got, truth, strict=True)]))
 
 
+def _rate(rate: float | None) -> str:
+    return "(cached)" if rate is None else f"{rate:,.0f}"
+
+
 def report(results: list[dict], about: str = "hash (hash-ngram-v1, 384 dims); corpus: zipf") -> str:
     def f(r, key):
         return f"{r[key][0]:.2f} / {r[key][1]:.2f}" if key in r else "—"
@@ -436,7 +463,7 @@ def report(results: list[dict], about: str = "hash (hash-ngram-v1, 384 dims); co
            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         out.append(f"| {r['n']:,} | {r['insert_rate']:,.0f} ({r['insert_main_cpu_rate']:,.0f}) |"
-                   f" {r['insert_last_rate']:,.0f} | {r['embed_rate']:,.0f} | {r['index_build_s']:.1f} |"
+                   f" {r['insert_last_rate']:,.0f} | {_rate(r['embed_rate'])} | {r['index_build_s']:.1f} |"
                    f" {f(r, 'fts')} | {f(r, 'vector')} | {f(r, 'hybrid')} | {r['search_recall']:.3f} |")
     out += ["", "Bare top-10 over pre-embedded queries, one thread (ratio = p50 / shared index p50):", "",
             "| entries | peer | p50 / p95 ms | × shared index | recall@10 |", "|---:|---|---:|---:|---:|"]
@@ -482,6 +509,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embed-threads", type=int, default=os.cpu_count() or 1,
                         help="torch threads while a model embedder embeds the corpus (default: every core; on a"
                              " loaded machine 1 was faster here)")
+    parser.add_argument("--embed-cache", type=Path, default=None,
+                        help="folder keeping a model embedder's corpus vectors between runs (resumable; see _embed_once)")
     parser.add_argument("--save-vectors", type=Path, default=None,
                         help="folder to save each size's row and query vectors in (.npy, for bench_coarse.py)")
     args = parser.parse_args(argv)
@@ -501,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(f"building {n:,} entries ...", flush=True)
             results.append(bench(n, min(args.queries, n), folder, n <= args.ann_max, args.ann_budget,
-                                 args.embedder, args.corpus, args.save_vectors, args.embed_threads))
+                                 args.embedder, args.corpus, args.save_vectors, args.embed_threads, args.embed_cache))
             print(report(results[-1:], about), flush=True)   # each size as soon as it is done
         finally:
             shutil.rmtree(folder, ignore_errors=True)
