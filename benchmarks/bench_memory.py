@@ -8,7 +8,15 @@ own KNN (``memory.vector.cache = false``), the exact in-process matrix (``memory
 Fresh processes: two at once open the memory and search; first search time and the peak resident
 memory (RSS and PSS from ``/proc/self/smaps_rollup``) each added over its state before searching.
 
+``--embedder local`` runs the whole table with the local MiniLM embedder (``all-MiniLM-L6-v2``, extra
+``local-embeddings``) instead of the default hash embedder. MiniLM embeds only hundreds of notes a second on
+this CPU, so each corpus is embedded once, before ``store_many``, timed as the embedding rate, and
+``store_many`` is then given those vectors (it still writes memory, FTS and vector rows as usual).
+``--corpus english`` replaces the random Zipf words with one-sentence English notes made from small word
+lists and grammar templates (a corpus a sentence model can read; recall is measured either way).
+
     .venv/bin/python benchmarks/bench_memory.py --sizes 100000,1000000
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_memory.py --embedder local --corpus english --sizes 100000
 """
 
 from __future__ import annotations
@@ -45,6 +53,59 @@ def corpus(n: int, seed: int = 0) -> list[str]:
     words = rng.choice(len(vocab), size=(n, 30), p=p)
     lens = rng.integers(20, 31, size=n)
     return [" ".join(vocab[w] for w in row[:k]) for row, k in zip(words, lens, strict=True)]
+
+
+# --corpus english: small word lists (no download) assembled by grammar templates into 20-30-word notes
+_SUBJECTS = ("the team", "our manager", "the new intern", "a customer", "the support desk", "my neighbour",
+             "the finance group", "the night shift", "the design lead", "a supplier", "the landlord", "the doctor",
+             "the project owner", "the build server", "the sales office", "an old friend", "the auditor",
+             "the kitchen staff", "the school board", "the research lab", "the city council", "the mechanic",
+             "the volunteer group", "a reporter", "the tenant", "the pilot", "the legal team", "the gardener")
+_VERBS = ("reviewed", "postponed", "approved", "rejected", "moved", "cancelled", "booked", "repaired",
+          "delivered", "checked", "updated", "discussed", "planned", "signed", "ordered", "painted", "cleaned",
+          "tested", "shipped", "measured", "questioned", "photographed", "rebuilt", "scheduled", "replaced",
+          "borrowed", "returned", "translated", "summarised", "printed")
+_ADJECTIVES = ("quarterly", "broken", "urgent", "small", "expensive", "annual", "late", "blue", "quiet",
+               "heavy", "shared", "secure", "temporary", "wooden", "digital", "monthly", "noisy", "fragile",
+               "overdue", "detailed", "spare", "cheap", "public", "private", "frozen", "ancient", "modern")
+_OBJECTS = ("budget", "invoice", "roof", "contract", "server", "meeting", "report", "delivery", "window",
+            "laptop", "schedule", "garden fence", "tax filing", "database", "bicycle", "prescription",
+            "train ticket", "birthday party", "insurance claim", "kitchen sink", "marketing plan", "printer",
+            "lease", "visa application", "conference talk", "water heater", "payroll run", "website",
+            "lab sample", "wedding menu", "car battery", "shipping label", "museum visit", "press release")
+_PLACES = ("in the office", "at the warehouse", "near the station", "in the basement", "at the clinic",
+           "on the second floor", "in the garden", "at the airport", "by the river", "in the city centre",
+           "at the school", "in the data centre", "at home", "in the workshop", "at the bank")
+_TIMES = ("on Monday", "last week", "before lunch", "after the holidays", "this morning", "in March",
+          "at the end of the month", "yesterday evening", "next Friday", "during the storm", "over the weekend",
+          "in the spring", "before the audit", "after midnight")
+_REASONS = ("because the price went up", "since the forecast changed", "after a long discussion",
+            "so the deadline can hold", "because nobody had the key", "to keep the customer happy",
+            "as the rules require", "while the power was out", "before anyone noticed", "for the second time")
+_TEMPLATES = ("{S} {V} the {A} {O} {P} {T}.", "{T}, {S} {V} the {O} {R}.", "{S} {V} a {A} {O} {P}.",
+              "the {A} {O} was {V} by {S} {T}.", "{S} {V} the {O} {P} {R}.", "{P}, {S} {V} the {A} {O}.")
+
+
+def english(n: int, seed: int = 0) -> list[str]:
+    """Notes of one English sentence (8-16 words) from the word lists and templates (deterministic).
+
+    One sentence, not the zipf corpus' 20-30 words: MiniLM's cost grows with the tokens (160 one-sentence
+    notes per CPU-second here); many near-duplicates (the lists are small). Prefix-stable, so an embedding
+    cache of a larger size serves every smaller one.
+    """
+    rng = np.random.default_rng(seed)
+    lists = {"S": _SUBJECTS, "V": _VERBS, "A": _ADJECTIVES, "O": _OBJECTS, "P": _PLACES, "T": _TIMES, "R": _REASONS}
+    draws = rng.integers(0, 2**31, size=(n, len(lists) + 1))   # one row per note: english(n)[:m] == english(m)
+    out = []
+    for row in draws:
+        words = {k: v[row[j] % len(v)] for j, (k, v) in enumerate(lists.items())}
+        sentence = _TEMPLATES[row[-1] % len(_TEMPLATES)].format(**words)
+        out.append(sentence[0].upper() + sentence[1:])
+    return out
+
+
+CORPORA = {"zipf": (corpus, "synthetic 20-30-word notes over a Zipf 30k-word random-letter vocabulary"),
+           "english": (english, "English notes of one template sentence (8-16 words) from small word lists")}
 
 
 def queries(docs: list[str], n: int, seed: int = 1) -> list[str]:
@@ -92,12 +153,82 @@ def step(what: str) -> None:
     print(f"  {time.strftime('%H:%M:%S')} {what}", flush=True)
 
 
-def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float) -> dict:
-    docs = corpus(n)
+class _Reuse:
+    """The configured embedder, answering texts embedded beforehand from that table (embed once, reuse)."""
+
+    in_process = True   # a table lookup: store_many may "embed" while it writes, as with the hash embedder
+
+    def __init__(self, inner, texts: list[str], vectors: np.ndarray):
+        self.inner, self.name, self.model, self.dimensions = inner, inner.name, inner.model, inner.dimensions
+        self._row = {t: i for i, t in enumerate(texts)}
+        self._vectors = vectors
+
+    def embed(self, texts):
+        rows = [self._row.get(t, -1) for t in texts]
+        if min(rows, default=0) >= 0:
+            return self._vectors[rows]
+        return self.inner.embed(texts)   # queries: the real model
+
+
+def _config(embedder: str, **vector) -> Config:
+    return Config.from_dict({"memory": {"embedder": embedder, "vector": vector}})
+
+
+def _embed_once(embedder, docs: list[str], threads: int, cache: Path | None = None,
+                batch: int = 2_000) -> tuple[np.ndarray, float | None]:
+    """Every note embedded once (torch on ``threads`` threads), with the rate; progress every 20,000 notes.
+
+    ``cache``: a folder of ``batch``-note chunks (``NNNNNNN.npy``, by first note) of this embedder and corpus,
+    read where present and written as they are made, so a run that stops (or a larger size: the corpora
+    are prefix-stable) does not embed them again. The rate is over the notes embedded in this run
+    (None when the cache held them all).
+    """
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        torch.set_num_threads(threads)   # the parent pinned BLAS to one thread for the searches
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+    parts, made, spent = [], 0, 0.0
+    for i in range(0, len(docs), batch):
+        chunk = docs[i:i + batch]
+        path = cache / f"{i:07d}.npy" if cache is not None else None
+        if path is not None and path.exists() and len(got := np.load(path)) >= len(chunk):
+            parts.append(got[:len(chunk)])
+            continue
+        t = time.perf_counter()
+        parts.append(embedder.embed(chunk))
+        spent += time.perf_counter() - t
+        made += len(chunk)
+        if path is not None and len(chunk) == batch:
+            np.save(path.with_suffix(".tmp.npy"), parts[-1])
+            os.replace(path.with_suffix(".tmp.npy"), path)
+        done = min(len(docs), i + batch)
+        if done % (batch * 10) == 0 or done == len(docs):
+            step(f"embedded {done:,} / {len(docs):,} ({made / spent:,.0f}/s over the {made:,} made in this run)")
+    rate = made / spent if made else None
+    if torch is not None:
+        torch.set_num_threads(1)   # query embedding inside the timed searches: one thread, like the searches
+    return np.concatenate(parts), rate
+
+
+def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float, embedder: str = "hash",
+          corpus_name: str = "zipf", save: Path | None = None, embed_threads: int = 1,
+          embed_cache: Path | None = None) -> dict:
+    docs = CORPORA[corpus_name][0](n)
     qs = queries(docs, n_queries)
     res: dict = {"n": n}
-    with Workspace.open(folder, announce=False) as ws:
+    with Workspace.open(folder, config=_config(embedder), announce=False) as ws:
         mem = ws.memory
+        reuse = embedder != "hash"   # slow model: embed once, before store_many, and reuse the vectors
+        if reuse:
+            step("embedding the corpus once")
+            cache = embed_cache / f"{embedder}-{corpus_name}" if embed_cache is not None else None
+            vectors, res["embed_rate"] = _embed_once(mem.embedder, docs, embed_threads, cache)
+            mem.embedder = _Reuse(mem.embedder, docs, vectors)
+            del vectors
         items = [{"key": f"doc-{i}", "content": d} for i, d in enumerate(docs)]
         step("store_many")
         t, cpu = time.perf_counter(), time.thread_time()
@@ -110,27 +241,35 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float) -> dic
         res["insert_rate"] = n / res["insert_s"]
         res["insert_last_rate"] = (n - last[1]) / (time.perf_counter() - last[0])   # the last 10% of the entries
         res["insert_main_cpu_rate"] = n / (time.thread_time() - cpu)   # the calling thread's CPU only
-        sample = docs[:min(n, 100_000)]
-        t = time.perf_counter()
-        for i in range(0, len(sample), 10_000):
-            mem.embedder.embed(sample[i:i + 10_000])
-        res["embed_rate"] = len(sample) / (time.perf_counter() - t)
+        if not reuse:
+            sample = docs[:min(n, 100_000)]
+            t = time.perf_counter()
+            for i in range(0, len(sample), 10_000):
+                mem.embedder.embed(sample[i:i + 10_000])
+            res["embed_rate"] = len(sample) / (time.perf_counter() - t)
         assert mem.stats() == {"memory": n, "fts": n, "vector": n}
+        if reuse:
+            mem.embedder = mem.embedder.inner   # searches embed their queries with the model itself
         del items, docs
 
         step("index build")
         t = time.perf_counter()
         mem.search(qs[0], "vector")                       # builds the shared index files (once per database)
         res["index_build_s"] = time.perf_counter() - t
+        found = {}
         for mode in ("fts", "vector", "hybrid"):
             mem.search(qs[1], mode)                       # warm
-            times, _ = timed(lambda q, m=mode: mem.search(q, m, limit=10), qs)
+            times, found[mode] = timed(lambda q, m=mode: mem.search(q, m, limit=10), qs)
             res[mode] = pct(times)
 
         step("peers")
         # exact reference: numpy over the very same vectors (one BLAS thread)
         rids, mat, _ = mem.index._read_all(ws.db.conn)
         qvecs = mem.embedder.embed(qs)
+        if save is not None:   # for benchmarks/bench_coarse.py: the same vectors without embedding them again
+            save.mkdir(parents=True, exist_ok=True)
+            np.save(save / f"{embedder}-{corpus_name}-{n}-rows.npy", mat)
+            np.save(save / f"{embedder}-{corpus_name}-{n}-queries.npy", qvecs)
 
         def exact(i):
             s = mat @ qvecs[i]
@@ -142,12 +281,14 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float) -> dic
         times, ours = timed(lambda i: [rid for rid, _ in mem.index.search(qvecs[i], _all(), 10)], range(len(qs)))
         res["index"] = pct(times)
         res["recall"] = _recall(ours, truth)
+        rid_of = dict(ws.db.query("SELECT key, rid FROM memory"))
+        res["search_recall"] = _recall([[rid_of[h.key] for h in hits] for hits in found["vector"]], truth)
         res.update(faiss_peers(mat, rids, qvecs, truth, ann, budget))
 
         # peer: sqlite-vec in SQL (cache = false: vec_distance_cosine over the table, ORDER BY ... LIMIT k);
         # 10 queries from 500k on (~1 s each)
         few = range(min(len(qs), 10 if n >= 500_000 else len(qs)))
-        plain = Config.from_dict({"memory": {"vector": {"cache": False}}})
+        plain = _config(embedder, cache=False)
         with Workspace.open(folder, config=plain, announce=False) as ws2:
             idx = ws2.memory.index
             times, knn = timed(lambda i: [r for r, _ in idx.search(qvecs[i], _all(), 10)], few)
@@ -161,7 +302,7 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float) -> dic
     step("fresh processes")
     # fresh processes: first search, and resident memory added with two processes searching at once
     for kind in ("shared", "exact"):
-        res[f"procs_{kind}"] = two_processes(folder, kind, qs[:50])
+        res[f"procs_{kind}"] = two_processes(folder, kind, qs[:50], embedder)
     return res
 
 
@@ -247,13 +388,14 @@ def mem_kb():
             out[parts[0][:-1]] = int(parts[1])
     return out
 
-folder, kind, go = sys.argv[1], sys.argv[2], sys.argv[3]
+folder, kind, go, embedder = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 qs = json.loads(sys.stdin.read())
-cfg = Config.from_dict({"memory": {"vector": {"index": kind}}})
+cfg = Config.from_dict({"memory": {"embedder": embedder, "vector": {"index": kind}}})
 with Workspace.open(folder, config=cfg, announce=False) as ws:
-    ws.memory.embedder.embed(["warm up"])
+    ws.memory.embedder.embed(["warm up"])   # a model embedder is loaded before the baseline
     import faiss, numpy  # noqa: F401 - imported by the search anyway: count the libraries as baseline
     before = mem_kb()
+    print("ready", flush=True)
     while not os.path.exists(go):
         time.sleep(0.01)
     t = time.perf_counter()
@@ -272,19 +414,21 @@ with Workspace.open(folder, config=cfg, announce=False) as ws:
 """
 
 
-def two_processes(folder: Path, kind: str, qs: list[str]) -> dict:
+def two_processes(folder: Path, kind: str, qs: list[str], embedder: str = "hash") -> dict:
     """Two fresh processes open the memory and search at once: first search time, peak RSS/PSS added."""
     import json
     import subprocess
     import sys
 
     go = folder / f"go-{kind}"
-    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, str(folder), kind, str(go)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, str(folder), kind, str(go), embedder],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(2)]
     for p in procs:
         p.stdin.write(json.dumps(qs))
         p.stdin.close()
-    time.sleep(3)   # both imported and opened (the baseline is taken before the go file appears)
+    for p in procs:   # both opened, embedder loaded and baseline taken, before either searches
+        if p.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"benchmark child exited before searching (code {p.wait()})")
     go.touch()
     outs = [json.loads(p.stdout.read()) for p in procs]
     for p in procs:
@@ -303,18 +447,24 @@ def _recall(got: list[list[int]], truth: list[list[int]]) -> float:
     return float(np.mean([len(set(g) & set(t)) / len(t) for g, t in zip(got, truth, strict=True)]))
 
 
-def report(results: list[dict]) -> str:
+def _rate(rate: float | None) -> str:
+    return "(cached)" if rate is None else f"{rate:,.0f}"
+
+
+def report(results: list[dict], about: str = "hash (hash-ngram-v1, 384 dims); corpus: zipf") -> str:
     def f(r, key):
         return f"{r[key][0]:.2f} / {r[key][1]:.2f}" if key in r else "—"
 
-    out = ["End to end through `Memory.search` (shared index, the default):", "",
+    out = [f"Embedder: {about}", "",
+           "End to end through `Memory.search` (shared index, the default; recall@10 of its vector mode against"
+           " numpy exact over the same vectors):", "",
            "| entries | store_many entries/s (main-thread CPU) | last 10% entries/s | embedding alone entries/s |"
            " index build s | FTS p50/p95 ms | vector p50/p95 ms | hybrid p50/p95 ms | recall@10 |",
            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         out.append(f"| {r['n']:,} | {r['insert_rate']:,.0f} ({r['insert_main_cpu_rate']:,.0f}) |"
-                   f" {r['insert_last_rate']:,.0f} | {r['embed_rate']:,.0f} | {r['index_build_s']:.1f} |"
-                   f" {f(r, 'fts')} | {f(r, 'vector')} | {f(r, 'hybrid')} | {r['recall']:.3f} |")
+                   f" {r['insert_last_rate']:,.0f} | {_rate(r['embed_rate'])} | {r['index_build_s']:.1f} |"
+                   f" {f(r, 'fts')} | {f(r, 'vector')} | {f(r, 'hybrid')} | {r['search_recall']:.3f} |")
     out += ["", "Bare top-10 over pre-embedded queries, one thread (ratio = p50 / shared index p50):", "",
             "| entries | peer | p50 / p95 ms | × shared index | recall@10 |", "|---:|---|---:|---:|---:|"]
     for r in results:
@@ -353,24 +503,49 @@ def main(argv: list[str] | None = None) -> int:
                         help="largest size at which the faiss HNSW peer is built (its build is the slowest step)")
     parser.add_argument("--ann-budget", type=float, default=900,
                         help="seconds an ANN peer's build may take (projected from its first rows); else 'not built'")
+    parser.add_argument("--embedder", default="hash",
+                        help="memory.embedder for the whole run: hash (default) or local (MiniLM, extra local-embeddings)")
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="zipf", help="zipf (default) or english")
+    parser.add_argument("--embed-threads", type=int, default=os.cpu_count() or 1,
+                        help="torch threads while a model embedder embeds the corpus (default: every core; on a"
+                             " loaded machine 1 was faster here)")
+    parser.add_argument("--embed-cache", type=Path, default=None,
+                        help="folder keeping a model embedder's corpus vectors between runs (resumable; see _embed_once)")
+    parser.add_argument("--save-vectors", type=Path, default=None,
+                        help="folder to save each size's row and query vectors in (.npy, for bench_coarse.py)")
     args = parser.parse_args(argv)
     load = os.getloadavg()
     print(f"{os.cpu_count()} CPUs; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}", flush=True)
+    from agentstack_lab.embeddings import get_embedder
+
+    model = get_embedder(args.embedder)   # the name and model only (a plugin embedder would need a workspace)
+    about = (f"{args.embedder} ({model.model}, {model.dimensions} dims)"
+             f"{'; each note embedded once, before store_many (see below)' if args.embedder != 'hash' else ''};"
+             f" corpus: {args.corpus} ({CORPORA[args.corpus][1]}); queries: 3 consecutive words of a note")
+    del model
+    print(f"embedder: {about}", flush=True)
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
         folder = Path(tempfile.mkdtemp(prefix=f"bench-memory-{n}-"))
         try:
             print(f"building {n:,} entries ...", flush=True)
-            results.append(bench(n, min(args.queries, n), folder, n <= args.ann_max, args.ann_budget))
-            print(report(results[-1:]), flush=True)   # each size as soon as it is done
+            results.append(bench(n, min(args.queries, n), folder, n <= args.ann_max, args.ann_budget,
+                                 args.embedder, args.corpus, args.save_vectors, args.embed_threads, args.embed_cache))
+            print(report(results[-1:], about), flush=True)   # each size as soon as it is done
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     load = os.getloadavg()
     print(f"\n{os.cpu_count()} CPUs; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min)")
-    print(report(results))
+    print(report(results, about))
     print("\nstore_many: wall-clock rate over"
           f" calls of {BATCH:,} entries each (one transaction per call, fresh keys);"
           " in brackets the rate the calling thread's CPU time allows (the embedder runs in a second thread).")
+    if args.embedder != "hash":
+        print(f"{args.embedder}: every note was embedded once before store_many (the embedding column, torch on"
+              f" {args.embed_threads} thread(s));"
+              " store_many was handed those vectors, so its rate is the storing cost alone: a user's store_many"
+              " runs at about the embedding rate. Vector and hybrid latency include embedding the query with the"
+              " model (one thread).")
     return 0
 
 

@@ -49,7 +49,9 @@ class LocalEmbedder:
                               "pip install 'agentstack-lab[local-embeddings]'") from exc
         source = model_path or packaged_model_dir() or MODEL_NAME
         self._model = SentenceTransformer(str(source), device=device or "cpu")
-        size = self._model.get_sentence_embedding_dimension()
+        # sentence-transformers 6 renamed the method (the old name warns); 3-5 have only the old one
+        dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        size = dimension()
         if size != dimensions:
             raise ValueError(f"local embedder {self.model} returns {size}-dimensional vectors but {dimensions} are "
                              f"configured; set memory.vector.dimensions = {size}")
