@@ -30,7 +30,8 @@ AGENT = textwrap.dedent("""
     deadline = time.time() + 60
     while time.time() < deadline:   # wait until the other process's entries are visible here
         seen = {r.key for r in mem.search(f"{other} finding churn", "hybrid", namespace="team", limit=100)}
-        if sum(k.startswith(other + "-") and k[-1].isdigit() for k in seen) >= 40:
+        if sum(k.startswith(other + "-") and k[-1].isdigit() for k in seen) >= 40 and \
+                mem.get(f"{other}-plan", namespace="team") is not None:   # its plan is written after its findings
             break
         time.sleep(0.1)
     fts = [r.key for r in mem.search(f"{other} plan", "fts", namespace="team")]
