@@ -1,8 +1,36 @@
-"""Helpers for the notebook-surface kernel tests: a scripted provider source and widget-state readers."""
+"""Helpers for the notebook-surface kernel tests: scripted providers (and their source, to define them in a
+kernel) and widget-state readers."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
+
+
+def code_then_answer(code: str, answer: str = "done") -> Any:
+    """A scripted provider whose main step runs ``code`` with the python tool, then answers ``answer``."""
+    from agentstack_lab.providers.base import ToolResultBlock
+    from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
+
+    def script(req: Any) -> Any:
+        step = req.metadata.get("step")
+        if step == "clarify":
+            return {"needs_clarification": False, "question": ""}
+        if step in ("blocking", "final"):
+            return {"has_question": False}
+        if step == "subquestions":
+            return {"subquestions": []}
+        if step == "main":
+            ran = any(isinstance(b, ToolResultBlock) for m in req.messages if not isinstance(m.content, str)
+                      for b in m.content)
+            return answer if ran else [tool_call("python", {"code": code})]
+        return "summary"
+
+    return ScriptedProvider(script)
+
+
+# the same function as source text, for a kernel cell to define it (``from typing import Any`` first)
+CODE_THEN_ANSWER = "from typing import Any\n\n" + inspect.getsource(code_then_answer)
 
 # Defined inside the kernel: a provider that asks a clarification, then wants to run code.
 ASKING_PROVIDER = '''

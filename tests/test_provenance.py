@@ -7,6 +7,7 @@ import pytest
 
 from agentstack_lab.engine.executors import ExecContext, LiveKernelExecutor
 from agentstack_lab.engine.provenance import UndoRefusedError
+from tests.notebook_helpers import code_then_answer
 
 
 def _ns():
@@ -90,24 +91,7 @@ EDIT = "a = 41 + 1\ndf['y'] = df['x'] * 2\ndel b"
 
 
 def _editor(code):
-    from agentstack_lab.providers.base import ToolResultBlock
-    from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
-
-    def script(req):
-        step = req.metadata.get("step")
-        if step == "clarify":
-            return {"needs_clarification": False, "question": ""}
-        if step in ("blocking", "final"):
-            return {"has_question": False}
-        if step == "subquestions":
-            return {"subquestions": []}
-        if step == "main":
-            ran = any(isinstance(b, ToolResultBlock) for m in req.messages if not isinstance(m.content, str)
-                      for b in m.content)
-            return "done" if ran else [tool_call("python", {"code": code})]
-        return "summary"
-
-    return ScriptedProvider(script)
+    return code_then_answer(code)
 
 
 def _workspace(tmp_path, engine=None):

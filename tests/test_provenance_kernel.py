@@ -13,32 +13,12 @@ import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
-from tests.notebook_helpers import widget_models, with_class
+from tests.notebook_helpers import CODE_THEN_ANSWER, widget_models, with_class
 
 pytestmark = pytest.mark.slow
 
-EDITOR = '''
-from agentstack_lab.providers.base import ToolResultBlock
-from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
-
-def _script(req):
-    step = req.metadata.get("step")
-    if step == "clarify":
-        return {"needs_clarification": False, "question": ""}
-    if step in ("blocking", "final"):
-        return {"has_question": False}
-    if step == "subquestions":
-        return {"subquestions": []}
-    if step == "main":
-        ran = any(isinstance(b, ToolResultBlock) for m in req.messages if not isinstance(m.content, str)
-                  for b in m.content)
-        if not ran:
-            return [tool_call("python", {"code": "a = 41 + 1\\ndf['y'] = df['x'] * 2\\ndel b"})]
-        return "Done: created a, added df.y, deleted b."
-    return "summary"
-
-editor = ScriptedProvider(_script)
-'''
+EDITOR = CODE_THEN_ANSWER + (
+    "editor = code_then_answer(\"a = 41 + 1\\ndf['y'] = df['x'] * 2\\ndel b\", \"Done: created a, added df.y, deleted b.\")\n")
 
 CELLS = {
     "setup": "%load_ext agentstack_lab\nimport pandas as pd\ndf = pd.DataFrame({'x': [1, 2, 3]})\nb = [1, 2]\n"
