@@ -271,10 +271,14 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float, embedd
             np.save(save / f"{embedder}-{corpus_name}-{n}-rows.npy", mat)
             np.save(save / f"{embedder}-{corpus_name}-{n}-queries.npy", qvecs)
 
-        def exact(i):
+        def top10(i):
             s = mat @ qvecs[i]
             top = np.argpartition(-s, 9)[:10]
-            return rids[top[np.argsort(-s[top])]].tolist()
+            top = top[np.argsort(-s[top])]
+            return rids[top], s[top]
+
+        def exact(i):
+            return top10(i)[0].tolist()
 
         times, truth = timed(exact, range(len(qs)))
         res["numpy"] = pct(times)
@@ -287,10 +291,8 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float, embedd
         from agentstack_lab.memory.search import vector_floor
 
         def floored(i):
-            s = mat @ qvecs[i]
-            top = np.argpartition(-s, 9)[:10]
-            top = top[np.argsort(-s[top])]
-            return rids[top[s[top] >= vector_floor(mem.embedder, qs[i], mem.config.hybrid.min_vector_score)]].tolist()
+            got, scores = top10(i)
+            return got[scores >= vector_floor(mem.embedder, qs[i], mem.config.hybrid.min_vector_score)].tolist()
 
         res["search_recall"] = _recall_floored([[rid_of[h.key] for h in hits] for hits in found["vector"]],
                                                [floored(i) for i in range(len(qs))])

@@ -329,16 +329,21 @@ class VectorIndex:
             return [], True
         return [r[0] for r in conn.execute("SELECT DISTINCT rid FROM memory_vec_log WHERE seq > ?", (after,))], False
 
-    def _fetch(self, conn: Any, rids: list[int]) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str, str]]]:
-        found: list[tuple[int, bytes, str, str | None]] = []
+    @staticmethod
+    def _present(conn: Any, rids: list[int]) -> list[tuple[int, bytes, str, str, str]]:
+        """``(rid, float32 bytes, namespace, session, agent)`` of those ``rids`` still stored, 500 per query."""
+        found: list[tuple[int, bytes, str, str, str]] = []
         for i in range(0, len(rids), 500):
             chunk = rids[i:i + 500]
-            found += conn.execute(
+            found += [(r[0], r[1], *vec_metadata(r[2], r[3])) for r in conn.execute(
                 "SELECT v.rid, v.embedding, m.namespace, m.agent_id FROM memory_vec v JOIN memory m ON m.rid = v.rid"
-                f" WHERE v.rid IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+                f" WHERE v.rid IN ({','.join('?' * len(chunk))})", chunk)]
+        return found
+
+    def _fetch(self, conn: Any, rids: list[int]) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str, str]]]:
+        found = self._present(conn, rids)
         vecs = np.frombuffer(b"".join(r[1] for r in found), dtype=np.float32).reshape(len(found), self.dimensions)
-        return (np.array([r[0] for r in found], dtype=np.int64), vecs,
-                [vec_metadata(r[2], r[3]) for r in found])
+        return np.array([r[0] for r in found], dtype=np.int64), vecs, [r[2:] for r in found]
 
     def _read_all(self, conn: Any) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str, str]]]:
         rids, mat = self._vectors(conn)
@@ -448,13 +453,7 @@ class VectorIndex:
         return np.concatenate(all_rids), np.concatenate(all_vecs)
 
     def _apply(self, conn: Any, m: _Matrix, rids: list[int]) -> None:
-        found: list[tuple[int, bytes, str, str, str]] = []
-        for i in range(0, len(rids), 500):
-            chunk = rids[i:i + 500]
-            marks = ",".join("?" * len(chunk))
-            found += [(r[0], r[1], *vec_metadata(r[2], r[3])) for r in conn.execute(
-                "SELECT v.rid, v.embedding, m.namespace, m.agent_id FROM memory_vec v JOIN memory m ON m.rid = v.rid"
-                f" WHERE v.rid IN ({marks})", chunk)]
+        found = self._present(conn, rids)
         present = {r[0] for r in found}
         m.drop([r for r in rids if r not in present])
         m.put(found)  # overwrites in place: embedding, namespace and agent may all have changed
