@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +24,7 @@ import sqlean as sqlite
 import sqlite_vec
 
 from agentstack_lab.errors import AgentstackError
+from agentstack_lab.store.per_thread import PerThreadConnections
 
 log = logging.getLogger(__name__)
 
@@ -115,19 +115,17 @@ def _retry(fn, attempts: int = 50):
     return None
 
 
-class Database:
+class Database(PerThreadConnections):
     """A workspace database: one file, a connection per thread, migrated on open.
 
     Use :meth:`transaction` for writes: it takes the write lock up front
     (``BEGIN IMMEDIATE``), retries when another process holds it, and commits or
-    rolls back as a whole.
+    rolls back as a whole; nested use joins the outer transaction.
     """
 
     def __init__(self, path: str | Path, *, migrate: bool = True):
+        super().__init__()
         self.path = Path(path) if str(path) != ":memory:" else path
-        self._local = threading.local()
-        self._lock = threading.RLock()
-        self._all: list[Any] = []
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpoint_queued = False
         if migrate:
@@ -135,39 +133,15 @@ class Database:
 
             run_migrations(self)
 
-    @property
-    def conn(self) -> Any:
-        """This thread's connection (opened on first use)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect(self.path)
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        return self.conn.execute(sql, params)
-
-    def query(self, sql: str, params: Any = ()) -> list[Any]:
-        return self.conn.execute(sql, params).fetchall()
+    def _open(self) -> Any:
+        return connect(self.path)
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Any]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT`` with retry on busy; nested use joins the outer transaction."""
-        conn = self.conn
-        depth = getattr(self._local, "depth", 0)
-        if depth:
-            self._local.depth = depth + 1
-            try:
-                yield conn
-            finally:
-                self._local.depth = depth
-            return
+    def _begin(self, conn: Any) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` with retry on busy."""
         _retry(lambda: conn.execute("BEGIN IMMEDIATE"))
-        self._local.depth = 1
         try:
-            yield conn
+            yield
             _retry(lambda: conn.execute("COMMIT"))
         except BaseException:
             # also when COMMIT itself fails (a deferred constraint, busy past the retries): never leave
@@ -175,8 +149,6 @@ class Database:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        finally:
-            self._local.depth = 0
 
     @contextlib.contextmanager
     def checkpoint_later(self) -> Iterator[None]:
@@ -222,12 +194,4 @@ class Database:
         if self._checkpointer is not None:   # a running checkpoint finishes first (it has its own connection)
             self._checkpointer.shutdown(wait=True)
             self._checkpointer = None
-        with self._lock:
-            for conn in self._all:
-                with contextlib.suppress(Exception):
-                    conn.close()
-            self._all.clear()
-        self._local = threading.local()
-
-    def __repr__(self) -> str:
-        return f"Database({str(self.path)!r})"
+        super().close()

@@ -25,14 +25,11 @@ PostgreSQL text cannot hold NUL characters: such an entry is refused with one li
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import re
 import secrets
 import struct
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -48,6 +45,7 @@ from agentstack_lab.memory.backends.base import (
 )
 from agentstack_lab.memory.fts import fts_terms, mark_snippet, relative_scores
 from agentstack_lab.memory.vectors import EmbedderMismatchError
+from agentstack_lab.store.per_thread import PerThreadConnections
 
 try:
     import psycopg
@@ -124,11 +122,13 @@ def _describe(dsn: str) -> str:
     return f"postgresql://{d.get('user', '')}@{d.get('host', 'localhost')}:{d.get('port', 5432)}/{d.get('dbname', '')}"
 
 
-class PgDatabase:
+class PgDatabase(PerThreadConnections):
     """The team's memory database: a connection per thread (autocommit; :meth:`transaction` for writes).
 
     Same surface as the SQLite ``Database`` the memory layer uses (``conn``, ``query``, ``execute``,
-    ``transaction``), with ``?`` placeholders, so :mod:`agentstack_lab.memory.sessions` runs unchanged.
+    ``transaction``, shared in :class:`~agentstack_lab.store.per_thread.PerThreadConnections`), with
+    ``?`` placeholders, so :mod:`agentstack_lab.memory.sessions` runs unchanged. A transaction is
+    READ COMMITTED; nested use joins the outer one, as in SQLite.
     """
 
     dialect = "postgres"
@@ -137,66 +137,31 @@ class PgDatabase:
         if psycopg is None:
             raise PostgresUnavailableError("memory.backend = 'postgres' needs psycopg 3: "
                                            "pip install 'agentstack-lab[postgres]'")
+        super().__init__()
         self._dsn = dsn
         self._timeout = connect_timeout
         self.path = _describe(dsn)
-        self._local = threading.local()
-        self._lock = threading.RLock()
-        self._all: list[Any] = []
         if migrate:
             from agentstack_lab.memory.backends.pg_schema import migrate as run_migrations
 
             run_migrations(self.conn.raw)
 
-    @property
-    def conn(self) -> _Conn:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or conn.raw.closed:
-            try:
-                raw = psycopg.connect(self._dsn, autocommit=True, connect_timeout=max(1, int(self._timeout)))
-            except psycopg.Error as exc:
-                msg = " ".join(str(exc).split())
-                raise PostgresUnavailableError(f"postgres memory at {self.path}: cannot connect: {msg}") from None
-            conn = self._local.conn = _Conn(raw)
-            with self._lock:
-                self._all.append(raw)
-        return conn
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        return self.conn.execute(sql, params)
-
-    def query(self, sql: str, params: Any = ()) -> list[Any]:
-        return self.conn.execute(sql, params).fetchall()
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[_Conn]:
-        """One transaction (READ COMMITTED); nested use joins the outer one, as in SQLite."""
-        conn = self.conn
-        depth = getattr(self._local, "depth", 0)
-        if depth:
-            self._local.depth = depth + 1
-            try:
-                yield conn
-            finally:
-                self._local.depth = depth
-            return
-        self._local.depth = 1
+    def _open(self) -> _Conn:
         try:
-            with conn.raw.transaction():
-                yield conn
-        finally:
-            self._local.depth = 0
+            raw = psycopg.connect(self._dsn, autocommit=True, connect_timeout=max(1, int(self._timeout)))
+        except psycopg.Error as exc:
+            msg = " ".join(str(exc).split())
+            raise PostgresUnavailableError(f"postgres memory at {self.path}: cannot connect: {msg}") from None
+        return _Conn(raw)
 
-    def close(self) -> None:
-        with self._lock:
-            for raw in self._all:
-                with contextlib.suppress(Exception):
-                    raw.close()
-            self._all.clear()
-        self._local = threading.local()
+    def _usable(self, conn: _Conn) -> bool:
+        return not conn.raw.closed
 
-    def __repr__(self) -> str:
-        return f"PgDatabase({self.path!r})"
+    def _begin(self, conn: _Conn) -> Any:
+        return conn.raw.transaction()
+
+    def _close_one(self, conn: _Conn) -> None:
+        conn.raw.close()
 
 
 def _vec_text(v: np.ndarray) -> str:

@@ -1,0 +1,100 @@
+"""A connection per thread, opened on first use, with joinable transactions: what both databases share.
+
+The workspace's SQLite ``Database`` (:mod:`agentstack_lab.store.connection`) and the team memory's
+``PgDatabase`` (:mod:`agentstack_lab.memory.backends.postgres`) were two copies of the same ~60 lines:
+each thread gets its own connection (a transaction belongs to a connection, so threads sharing one
+would write into each other's transactions), a transaction opened inside another on the same thread
+joins it, and closing closes every thread's connection. They differ in three things only: how a
+connection is opened, whether a cached one is still usable, and how a transaction begins and ends
+(SQLite: ``BEGIN IMMEDIATE`` with retry on busy; PostgreSQL: psycopg's ``transaction()``). Those
+are the hooks below; this module imports no driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["PerThreadConnections"]
+
+
+class PerThreadConnections:
+    """Base of a database object: ``conn``, ``execute``, ``query``, ``transaction``, ``close``.
+
+    Subclasses set ``path`` (shown by ``repr``) and implement :meth:`_open` and :meth:`_begin`;
+    :meth:`_usable` and :meth:`_close_one` have defaults.
+    """
+
+    path: Any
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._lock = threading.RLock()
+        self._all: list[Any] = []
+
+    # --- hooks --------------------------------------------------------------------------------------
+    def _open(self) -> Any:
+        """A new connection for the calling thread."""
+        raise NotImplementedError
+
+    def _usable(self, conn: Any) -> bool:
+        """False when this thread's cached connection must be replaced (closed by the server)."""
+        return True
+
+    def _begin(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
+        """One outermost transaction on ``conn``: begins on enter, commits on exit, rolls back on error."""
+        raise NotImplementedError
+
+    def _close_one(self, conn: Any) -> None:
+        conn.close()
+
+    # --- shared -------------------------------------------------------------------------------------
+    @property
+    def conn(self) -> Any:
+        """This thread's connection (opened on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None or not self._usable(conn):
+            conn = self._open()
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return self.conn.execute(sql, params)
+
+    def query(self, sql: str, params: Any = ()) -> list[Any]:
+        return self.conn.execute(sql, params).fetchall()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """One transaction on this thread's connection (see :meth:`_begin`); nested use joins the outer one."""
+        conn = self.conn
+        depth = getattr(self._local, "depth", 0)
+        if depth:
+            self._local.depth = depth + 1
+            try:
+                yield conn
+            finally:
+                self._local.depth = depth
+            return
+        self._local.depth = 1
+        try:
+            with self._begin(conn):
+                yield conn
+        finally:
+            self._local.depth = 0
+
+    def close(self) -> None:
+        """Close every thread's connection; a thread that uses the database again opens a new one."""
+        with self._lock:
+            for conn in self._all:
+                with contextlib.suppress(Exception):
+                    self._close_one(conn)
+            self._all.clear()
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r})"
