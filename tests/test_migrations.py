@@ -2,17 +2,25 @@
 
 "Any earlier release" is modelled as every prefix of the migration list: a database migrated up to
 migration k, closed, then opened by the current code, must end with exactly the schema (tables,
-indexes, triggers, virtual tables) of a database created from scratch.
+indexes, triggers, virtual tables) of a database created from scratch. And a real workspace file
+from an earlier checkout (``tests/golden/workspace_before_split.db.gz``, see its README) opens with
+its bookkeeping (``_migrations`` rows, ``user_version``) untouched and nothing re-applied.
 """
 
 from __future__ import annotations
 
+import gzip
 import re
+from pathlib import Path
 
 import pytest
 
 from agentstack_lab.store.connection import Database
 from agentstack_lab.store.migrations import MIGRATIONS, applied, migrate
+from agentstack_lab.workspace import Workspace
+
+GOLDEN_WORKSPACE = Path(__file__).parent / "golden" / "workspace_before_split.db.gz"
+GOLDEN_TEXT = "a workspace file made before store/migrations.py became a package"
 
 
 def _schema(db: Database) -> list[tuple[str, str, str]]:
@@ -67,3 +75,63 @@ def test_migrating_twice_applies_nothing(tmp_path):
         assert migrate(db) == []
     finally:
         db.close()
+
+
+def make_workspace_file(path: Path) -> None:
+    """A workspace file as this checkout writes it (every migration, one memory entry), shrunk to 1 KiB pages.
+
+    It made the golden file (see ``tests/golden/README.md``). The page size and journal mode change the
+    file's size only, not its schema or rows.
+    """
+    with Workspace.open(path, announce=False) as ws:
+        ws.memory.store("golden", GOLDEN_TEXT)
+    db = Database(path, migrate=False)
+    try:
+        db.execute("PRAGMA journal_mode = DELETE")
+        db.execute("PRAGMA page_size = 1024")
+        db.execute("VACUUM")
+    finally:
+        db.close()
+
+
+def _bookkeeping(path: Path) -> tuple[list[tuple], int, list[tuple]]:
+    """``_migrations`` rows (id, name, applied_at), ``user_version`` and the schema text, read without migrating."""
+    db = Database(path, migrate=False)
+    try:
+        rows = [tuple(r) for r in db.query("SELECT id, name, applied_at FROM _migrations ORDER BY id")]
+        (user_version,) = db.query("PRAGMA user_version")[0]
+        schema = [tuple(r) for r in db.query("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")]
+        return rows, user_version, schema
+    finally:
+        db.close()
+
+
+def test_a_workspace_file_made_now_reopens_with_nothing_reapplied(tmp_path):
+    path = tmp_path / "a.db"
+    make_workspace_file(path)
+    before = _bookkeeping(path)
+    assert [r[1] for r in before[0]] == [n for n, _ in MIGRATIONS]
+    with Workspace.open(path, announce=False) as ws:
+        assert ws.memory.get("golden").content == GOLDEN_TEXT
+    assert _bookkeeping(path) == before
+
+
+def test_a_workspace_file_from_an_earlier_checkout_opens_unchanged(tmp_path):
+    path = tmp_path / "old.db"
+    path.write_bytes(gzip.decompress(GOLDEN_WORKSPACE.read_bytes()))
+    rows, user_version, _ = _bookkeeping(path)
+    names = [n for n, _ in MIGRATIONS]
+    assert [r[1] for r in rows] == names[:len(rows)]   # its migrations are this list's first ones, in this order
+
+    with Workspace.open(path, announce=False) as ws:
+        assert ws.memory.get("golden").content == GOLDEN_TEXT
+        assert [h.key for h in ws.memory.search("workspace package", mode="fts")] == ["golden"]   # FTS5 index kept
+        assert [h.key for h in ws.memory.search(GOLDEN_TEXT, mode="vector")] == ["golden"]        # vectors kept
+
+    after_rows, after_user_version, after_schema = _bookkeeping(path)
+    assert after_rows[:len(rows)] == rows            # nothing re-applied: its rows are kept to the byte
+    assert [r[1] for r in after_rows[len(rows):]] == names[len(rows):]   # only migrations newer than the file ran
+    assert after_user_version == user_version
+    fresh = tmp_path / "fresh.db"
+    make_workspace_file(fresh)
+    assert after_schema == _bookkeeping(fresh)[2]    # the same SQL text as a file made by this checkout
