@@ -1,7 +1,7 @@
 """A connection per thread, opened on first use, with joinable transactions: what both databases share.
 
 The workspace's SQLite ``Database`` (:mod:`agentstack_lab.store.connection`) and the team memory's
-``PgDatabase`` (:mod:`agentstack_lab.memory.backends.postgres`) were two copies of the same ~60 lines:
+``PgDatabase`` (:mod:`agentstack_lab.memory.backends.postgres`) were two copies of the same ~40 lines:
 each thread gets its own connection (a transaction belongs to a connection, so threads sharing one
 would write into each other's transactions), a transaction opened inside another on the same thread
 joins it, and closing closes every thread's connection. They differ in three things only: how a
