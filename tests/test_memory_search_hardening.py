@@ -74,6 +74,23 @@ def test_hybrid_search_falls_back_to_keywords_when_the_embedder_fails(fake_llm, 
         assert [h.key for h in hits] == ["garden"] and "cannot connect" in hits.degraded
 
 
+def test_an_in_process_embedder_that_fails_degrades_the_same_way(tmp_path, monkeypatch):
+    """The hash embedder runs before the FTS thread starts (search.py); its failure still leaves keywords."""
+    with Workspace.open(tmp_path / "ws", announce=False) as ws:
+        ws.memory.store_many(list(NOTES.items()))
+        assert ws.memory.embedder.in_process and ws.memory.search("kettle water").degraded is None
+
+        def broken(texts):
+            raise RuntimeError("hash table on fire")
+
+        monkeypatch.setattr(ws.memory.embedder, "embed", broken)
+        hits = ws.memory.search("kettle water")
+        assert [h.key for h in hits] == ["kettle"] and hits[0].matched == {"fts"}
+        assert hits.degraded.startswith("keyword only: embedder 'hash' failed") and "on fire" in hits.degraded
+        with pytest.raises(EmbedderFailedError, match="^vector search: embedder 'hash' failed"):
+            ws.memory.search("kettle", "vector")
+
+
 def test_cli_json_and_memory_magic_mark_a_degraded_search(fake_llm, workdir, capsys):
     (workdir / "agentstack.config.json").write_text(json.dumps(_openai(f"{fake_llm.url}/v1")))
     with Workspace.open(workdir, announce=False) as ws:
