@@ -111,6 +111,25 @@ def test_store_many_around_the_bulk_threshold(tmp_path, n):
         assert ws.db.query("SELECT count(*) FROM memory_vec")[0][0] == n
 
 
+@pytest.mark.parametrize("mixed", [False, True])
+def test_a_bulk_batch_keeps_each_rows_namespace_metadata_and_agent(tmp_path, mixed):
+    """A bulk batch that shares namespace, metadata and agent sends them once (sqlite.py); a mixed one per row."""
+    def item(i):
+        if not mixed:
+            return {"key": f"k{i}", "content": f"note {i} about kettles", "namespace": "bulk",
+                    "metadata": {"src": "feed"}, "agent_id": "loader"}
+        return {"key": f"k{i}", "content": f"note {i} about kettles", "namespace": ("a", "b")[i % 2],
+                "metadata": {"n": i} if i % 3 else None, "agent_id": ("x", None, "y")[i % 3]}
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        assert ws.memory.store_many([item(i) for i in range(200)]) == 200
+        for i in (0, 1, 2, 137, 199):
+            want = item(i)
+            got = ws.memory.get(want["key"], namespace=want["namespace"])
+            assert (got.content, got.agent_id, got.metadata) == (want["content"], want["agent_id"],
+                                                                 want["metadata"] or {})
+        assert ws.memory.stats() == {"memory": 200, "fts": 200, "vector": 200}
+
+
 def test_a_bulk_write_checkpoints_the_wal_on_a_background_thread(tmp_path, monkeypatch):
     """store_many's commit skips SQLite's automatic checkpoint (two fsyncs in the calling thread); one PASSIVE
     checkpoint runs on the database's background thread instead, and close() waits for it."""
