@@ -204,3 +204,49 @@ def test_a_failed_queued_child_is_logged_once_and_the_run_derives_its_status(ws)
     rows = {t.id: t for t in TaskQueue(ws.db).list(group_id=run.id)}
     assert rows[child].state == "failed" and "provider outage for part B" in rows[child].error
     assert ws.db.query("SELECT status FROM agents WHERE id = ?", (child,))[0][0] == "failed"
+
+
+def test_queued_children_snapshots_are_logged_once(ws):
+    """The log holds each snapshot once: the coordinator's "queued" one, the worker's run's own, one merge."""
+    plain = asyncio.run(_run(ws))
+    seen = []
+
+    async def coordinated() -> AgentRun:
+        run = AgentRun("make the plan", workspace=ws, provider=ScriptedProvider(brain),
+                       options=RunOptions(max_depth=2, final_question=False, coordinate=True, max_workers=2))
+        run.subscribe(seen.append)
+        await run
+        await asyncio.sleep(0)
+        return run
+
+    run = asyncio.run(coordinated())
+
+    def logged(run_id: str) -> dict[str, list[tuple[str, dict]]]:
+        out: dict[str, list[tuple[str, dict]]] = {}
+        for agent, etype, payload in ws.db.query(
+                "SELECT agent_id, type, payload FROM events WHERE run_id = ? ORDER BY seq", (run_id,)):
+            if etype in ("agent-state", "agent-completed"):
+                out.setdefault(agent, []).append((etype, json.loads(payload).get("state", {})))
+        return out
+
+    def statuses(events: list[tuple[str, dict]]) -> list[str]:
+        return [s["status"] if t == "agent-state" else t for t, s in events]
+
+    ours, theirs = logged(run.id), logged(plain.id)
+    plain_grandchild = statuses(theirs[plain.tree["children"][0]["children"][0]["id"]])
+    for child in run.tree["children"]:
+        events = ours[child["id"]]
+        got = statuses(events)
+        # queued: one "pending" snapshot, in the log before anything the worker's run logs for the child
+        assert got[0] == "pending" and got.count("pending") == 1, got
+        assert "running" in got and got[-1] == "completed", got
+        assert "running" not in got[got.index("completed"):], got  # never back to running once completed
+        # the coordinator's merge: one snapshot saying where it ran, the last one
+        merged = [s for t, s in events if t == "agent-state" and "queue" in s["metadata"]]
+        assert len(merged) == 1 and merged[0] is events[-1][1] and merged[0]["metadata"]["queue"]["attempts"] == 1
+        for grandchild in child["children"]:  # logged by the worker's run only: as an in-process run logs it
+            assert statuses(ours[grandchild["id"]]) == plain_grandchild
+    # the coordinator's own subscribers still hear every queued agent's final snapshot, with its text
+    heard = {ev.agent_id: ev.state for ev in seen if ev.type == "agent-state" and "content" in ev.state}
+    assert all(heard[g["id"]]["content"] for c in run.tree["children"] for g in c["children"])
+    assert shape(rebuild_tree(ws.db, run.id)) == shape(plain.tree)

@@ -33,12 +33,17 @@ def _notebook(path: Path, i: int) -> Path:
     return path
 
 
-def test_twelve_notebooks_on_two_workers_one_killed_mid_batch(tmp_path):
+def test_twelve_notebooks_on_two_workers_one_killed_mid_batch(tmp_path, monkeypatch):
     from agentstack_lab.workflows.cluster import run_batch_on_cluster
 
     nbs = [_notebook(tmp_path / f"wf{i:02d}.ipynb", i) for i in range(12)]
     specs = plan_runs(nbs, {}, None, tmp_path / "out")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    # the workers' TMPDIR and Dask directory are this test's own, so what the batch leaves behind is seen
+    tmp, local = tmp_path / "tmpdir", tmp_path / "dask-local"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       local_directory=str(local))
     client = distributed.Client(cluster)
     killed: dict[str, object] = {}
 
@@ -77,6 +82,9 @@ def test_twelve_notebooks_on_two_workers_one_killed_mid_batch(tmp_path):
     assert retried, [r.workers for r in runs]                      # the lost worker's runs ran again
     assert all(r.workers[0] == killed["addr"] and r.workers[-1] != killed["addr"] for r in retried)
     assert all(r.attempts == 1 for r in runs if killed["addr"] not in r.workers)
+    # nothing of the killed worker's runs stays behind: scratch folders, kernel logs, connection files
+    assert list(tmp.iterdir()) == []
+    assert [p.relative_to(local) for p in local.rglob("*") if "agentstack" in p.name] == []
 
 
 def _pid_notebook(path: Path) -> Path:

@@ -157,9 +157,25 @@ def test_parallel_grid_uses_fresh_forked_kernels_that_share_nothing(workdir):
     assert len(parents) == 1  # all forked from the one zygote, not started by us
 
 
+def _private_tmp(workdir: Path) -> dict[str, str]:
+    """TMPDIR for a run: a fresh folder of this test, so what the run leaves there is its own."""
+    tmp = workdir.parent / "tmpdir"
+    tmp.mkdir(exist_ok=True)
+    return {"TMPDIR": str(tmp)}
+
+
 def test_doc_sync_finds_real_contradictions_and_passes_once_fixed(workdir):
     from agentstack_lab.workflows.demo import demo_docs_project
 
+    # no target: the built-in sample, written to the workspace folder and re-used, nothing left in TMPDIR
+    env = _private_tmp(workdir)
+    for _ in range(2):
+        sample = cli("run", str(BUILTIN / "doc_sync.ipynb"), "-p", "agent", "False", "--report", "sample.json",
+                     cwd=workdir, env=env)
+        assert sample.returncode == 1, sample.stderr
+    assert json.loads((workdir / "sample.json").read_text())["parameters"]["target"] == str(
+        workdir / ".agentstack" / "demo" / "doc-sync")
+    assert list(Path(env["TMPDIR"]).iterdir()) == []
     project = demo_docs_project(workdir / "proj")
     proc = cli("run", str(BUILTIN / "doc_sync.ipynb"), "-p", "target", str(project), "-p", "max_iterations", "2",
                "-o", "ds.ipynb", "--report", "ds.json", cwd=workdir)
@@ -180,10 +196,14 @@ def test_doc_sync_finds_real_contradictions_and_passes_once_fixed(workdir):
 
 
 def test_code_review_loop_fixes_then_passes_or_fails_after_three(workdir):
-    proc = cli("run", str(BUILTIN / "code_review.ipynb"), "--report", "demo.json", cwd=workdir)
+    env = _private_tmp(workdir)
+    proc = cli("run", str(BUILTIN / "code_review.ipynb"), "--report", "demo.json", cwd=workdir, env=env)
     assert proc.returncode == 0, proc.stderr
     demo = json.loads((workdir / "demo.json").read_text())
     assert demo["verdict"] == "PASS" and demo["iterations"] == 2
+    # the built-in sample lives in the workspace folder, not in a new /tmp folder per run
+    assert demo["parameters"]["target"] == str(workdir / ".agentstack" / "demo" / "code-review" / "loader.py")
+    assert list(Path(env["TMPDIR"]).iterdir()) == []
     assert "+    except Exception:" in demo["phases"][-1]["artifacts"]["diff"]
     (workdir / "risky.py").write_text("def run(code, seen=[]):\n    return eval(code)\n")
     bad = cli("run", str(BUILTIN / "code_review.ipynb"), "-p", "target", "risky.py", "-p", "agent", "False",

@@ -14,9 +14,13 @@ run logged the child's terminal event (``agent-completed``, or ``error`` for a c
 worker then fails the row with the subtree as its result, a ``TaskFailure``); the coordinator announces
 it to its subscribers without logging it again, so the events table holds one per child
 (tests/test_coordinate_engine.py: one subagent's provider raises; one ``error`` event for it).
+Snapshots likewise: the coordinator logs the child's "queued" one and, after the merge, one that says
+where it ran (``metadata.queue``); the worker's run logs the rest, and the adopted subtree is announced,
+not logged again (before, each queued child's pending snapshot was logged twice and each snapshot of
+the subtree again after the merge: a completed child went back to "running" in the log for a moment).
 
 A worker that dies mid-task loses its lease; another worker reruns the child under the same id, and
-its first ``agent-state`` resets the text, so the rebuilt tree shows the rerun only.
+its first ``agent-state`` (logged on a retry only) resets the text, so the rebuilt tree shows the rerun only.
 
 With ``RunOptions(cluster=...)`` (a Dask scheduler address, ``"local"``, or a ``distributed.Client``;
 config ``agents.cluster``) the coordinator spawns no in-process worker: each queued child is also a
@@ -73,7 +77,7 @@ async def run_queued(workspace: Any, task: QueuedTask, *, provider: Any = None, 
     attach = None
     if payload.get("runId") and payload.get("parentId"):
         attach = Attachment(run_id=payload["runId"], parent_id=payload["parentId"], agent_id=task.id,
-                            depth=int(payload.get("depth", 1)))
+                            depth=int(payload.get("depth", 1)), retry=task.attempts > 1)
     run = AgentRun(task.input, workspace=workspace, provider=provider or payload.get("provider"),
                    agent_type=task.agent_type, options=options, session_id=payload.get("sessionId"),
                    executor=executor, attach=attach)
@@ -201,6 +205,7 @@ async def queued_agent(run: AgentRun, node: AgentNode, *, priority: int) -> None
     coord: RunCoordination = run.coordination
     try:
         await coord.ready()
+        await run.flush_log()  # the child's "queued" snapshot is in the log before a worker logs anything of it
         coord.coordinator.submit(node.type, node.prompt, priority=priority, payload=_payload(run, node),
                                  task_id=node.id)
         node.metadata["queue"] = {"priority": priority}
@@ -215,7 +220,7 @@ async def queued_agent(run: AgentRun, node: AgentNode, *, priority: int) -> None
                 if current.state == "claimed" and node.status == "pending":
                     node.set_status("running")
                     node.metadata["queue"] = {**node.metadata["queue"], "worker": current.worker_id}
-                    run.emit_state(node)
+                    run.emit_state(node, log=False)  # the worker's run logs its own "running"
     except asyncio.CancelledError as exc:
         current_task = asyncio.current_task()
         if current_task is not None:
@@ -254,16 +259,20 @@ def _merge(run: AgentRun, node: AgentNode, task: QueuedTask) -> None:
 
 
 def _adopt(run: AgentRun, node: AgentNode, tree: dict[str, Any]) -> None:
-    """Copy a worker's snapshot (the child and its descendants) into the coordinator's nodes."""
+    """Copy a worker's snapshot (the child and its descendants) into the coordinator's nodes.
+
+    The worker's run logged these snapshots already: they are announced to the coordinator's
+    subscribers, not logged again (the log would show a completed child "running" once more).
+    """
     node.usage = Usage()
-    run.charge(node, _usage(tree.get("ownUsage")))  # counts against the tree's max_tokens like local work
+    run.charge(node, _usage(tree.get("ownUsage")), log=False)  # counts against max_tokens like local work
     node.content = tree.get("content") or ""
     node.metadata.update({k: v for k, v in (tree.get("metadata") or {}).items() if k not in ("queue",)})
     node.subagents = [c["id"] for c in tree.get("children") or []]
     node.started_at = tree.get("startedAt") or node.started_at
     for child in tree.get("children") or []:
         _adopt_descendant(run, child)
-    run.emit_state(node, with_content=True)
+    run.emit_state(node, with_content=True, log=False)
 
 
 def _usage(data: Any) -> Usage:
@@ -282,7 +291,7 @@ def _adopt_descendant(run: AgentRun, snap: dict[str, Any]) -> None:
                     created_at=snap.get("createdAt") or time.time(), started_at=snap.get("startedAt"),
                     ended_at=snap.get("endedAt"), subagents=[c["id"] for c in snap.get("children") or []])
     run.nodes[sub.id] = sub
-    run.charge(sub, _usage(snap.get("ownUsage")))
+    run.charge(sub, _usage(snap.get("ownUsage")), log=False)
     for child in snap.get("children") or []:
         _adopt_descendant(run, child)
-    run.emit_state(sub, with_content=True)
+    run.emit_state(sub, with_content=True, log=False)

@@ -82,7 +82,8 @@ class LifecycleMixin:
             root.metadata["continuesPrompt"] = self.thread[-1].prompt[:200] if self.thread else ""
             root.history = transcript(self.thread)
         self.nodes[root.id] = root
-        self.emit_state(root, with_content=at is not None)  # a retried subtask starts from empty text
+        # a retried subtask starts from empty text; a first attempt's snapshot is the coordinator's "queued" one
+        self.emit_state(root, with_content=at is not None, log=at is None or at.retry)
         if self._log is not None:
             self._log.write_now()
             self.control.begin(root)

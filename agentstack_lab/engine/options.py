@@ -67,12 +67,15 @@ class Attachment:
 
     The root agent gets ``agent_id``, ``parent_id`` and ``depth``; its events and agent rows are
     written under ``run_id`` (the coordinator's run), so ``rebuild_tree`` shows it in place.
+    ``retry``: an earlier attempt may have logged text for this agent, which the first snapshot resets
+    (on a first attempt the coordinator logged that snapshot already, when it queued the agent).
     """
 
     run_id: str
     parent_id: str
     agent_id: str
     depth: int
+    retry: bool = False
 
 
 @dataclass(kw_only=True)

@@ -282,23 +282,29 @@ class AgentRun(InboundMixin, LifecycleMixin):
         for cb in list(self._subscribers):
             self._deliver(cb, event)
 
-    def emit_state(self, node: AgentNode, *, with_content: bool = False) -> None:
-        self.emit(AgentState(agent_id=node.id, state=node.state(with_content=with_content)))
+    def emit_state(self, node: AgentNode, *, with_content: bool = False, log: bool = True) -> None:
+        """Announce ``node``'s snapshot (and write its agents row); ``log=False``: another run logged it."""
+        self.emit(AgentState(agent_id=node.id, state=node.state(with_content=with_content)), log=log)
         if self._log is not None:
             self._log.agent_row(node.row(self.run_id, self.session_id))
+
+    async def flush_log(self) -> None:
+        """Write the buffered events now (before another process is told to log after them)."""
+        if self._log is not None:
+            await self._log.flush()
 
     def note(self, node: AgentNode, text: str) -> None:
         """Record a notice (budget, fallback) in the agent's metadata."""
         node.metadata.setdefault("notes", []).append(text)
         self.emit_state(node)
 
-    def charge(self, node: AgentNode, usage: Usage) -> None:
-        """Add a model call's usage; hitting ``max_tokens`` stops the whole run."""
+    def charge(self, node: AgentNode, usage: Usage, *, log: bool = True) -> None:
+        """Add a model call's usage; hitting ``max_tokens`` stops the whole run (``log``: as in :meth:`emit_state`)."""
         node.usage.add(usage)
         self._tokens += usage.input_tokens + usage.output_tokens
         if self.monitor is not None:
             self.monitor.api_call(node, usage.input_tokens + usage.output_tokens)
-        self.emit_state(node)
+        self.emit_state(node, log=log)
         limit = self.options.max_tokens
         if limit is not None and self._tokens > limit:
             reason = f"budget exceeded: max_tokens={limit} (the tree used {self._tokens} tokens)"

@@ -64,7 +64,8 @@ def _run_on_worker(spec: dict[str, Any], options: dict[str, Any], key: str, plug
     pool = worker.plugins.get(plugin)
     if pool is None:  # the plugin is registered before any task is submitted, on every worker
         raise RuntimeError(f"worker {worker.address} has no kernel pool ({plugin})")
-    with tempfile.TemporaryDirectory(prefix="agentstack-dask-") as tmp:
+    # in the worker's own directory: Dask removes it even when this worker is killed mid-run
+    with tempfile.TemporaryDirectory(prefix="agentstack-dask-", dir=worker.local_directory) as tmp:
         output, report = Path(tmp) / "out.ipynb", Path(tmp) / "report.json"
         got = pool.run(spec["notebook"], spec["parameters"], output, report, **options)
         files = {name: p.read_bytes() for name, p in (("output", output), ("report", report)) if p.exists()}

@@ -103,7 +103,10 @@ class KernelPoolPlugin(WorkerPlugin):
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name=f"agentstack-kernel-pool-{self.id}")
         self._thread.start()
-        pool = KernelPool(self.size, self.kernel_name, cwd=self.cwd, fork=self.fork)
+        # the kernels' logs and connection files live in the worker's own directory, which Dask
+        # removes when the worker closes and, for a killed worker, when its next worker starts
+        scratch = os.path.join(worker.local_directory, "agentstack-kernels") if worker is not None else None
+        pool = KernelPool(self.size, self.kernel_name, cwd=self.cwd, fork=self.fork, scratch=scratch)
         self.pool = await asyncio.wrap_future(self._submit(pool.start()))
 
     async def teardown(self, worker: Any = None) -> None:

@@ -5,6 +5,11 @@ hands one out and starts a replacement in the background; ``discard()`` kills a 
 no run ever sees another run's variables or imports. With ``fork=True`` (the default where
 possible) kernels are forked from a pre-warmed :class:`~agentstack_lab.workflows.zygote.Zygote`,
 which makes a fresh kernel cost a fraction of a normal start.
+
+A kernel's files (its process log and its connection file) go to the temporary folder and are removed
+when it is discarded, or to ``scratch`` when given: the Dask pool passes its worker's own directory,
+which Dask removes even when the worker was killed (a killed worker left 3 logs and 3 connection files
+in /tmp per test run, as nothing of it ran to discard them).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,33 +52,39 @@ class _PortTaken(RuntimeError):
 
 
 async def start_kernel(kernel_name: str, *, cwd: str | None = None, zygote: Any = None,
-                       startup_timeout: float = 60.0) -> KernelLease:
+                       startup_timeout: float = 60.0, scratch: str | None = None) -> KernelLease:
     """Start one kernel (forked from ``zygote`` when given) and wait until it answers.
 
     jupyter_client picks free ports, then the kernel binds them; with several kernels starting at
     once another process can take a port in between. That start is retried with new ports (twice).
+    ``scratch`` is the folder for the kernel's log and connection file (default: the temporary folder).
     """
     for attempt in range(3):
         try:
-            return await _start_once(kernel_name, cwd, zygote, startup_timeout)
+            return await _start_once(kernel_name, cwd, zygote, startup_timeout, scratch)
         except _PortTaken as exc:
             if attempt == 2:
                 raise RuntimeError(str(exc)) from exc
     raise AssertionError("unreachable")
 
 
-async def _start_once(kernel_name: str, cwd: str | None, zygote: Any, startup_timeout: float) -> KernelLease:
+async def _start_once(kernel_name: str, cwd: str | None, zygote: Any, startup_timeout: float,
+                      scratch: str | None = None) -> KernelLease:
     from jupyter_client.manager import AsyncKernelManager
 
     # the kernel process's own output (ipykernel's start-up notices, a fatal error) goes to a log
     # file instead of our terminal; a dead kernel's report quotes its tail
-    fd, log = tempfile.mkstemp(prefix="agentstack-kernel-", suffix=".log")
+    if scratch:
+        os.makedirs(scratch, exist_ok=True)
+    fd, log = tempfile.mkstemp(prefix="agentstack-kernel-", suffix=".log", dir=scratch)
     if zygote is not None:
         from agentstack_lab.workflows.zygote import ZygoteKernelManager
 
         km = ZygoteKernelManager(zygote, kernel_name=kernel_name, kernel_log=log)
     else:
         km = AsyncKernelManager(kernel_name=kernel_name)
+    if scratch:  # else jupyter_client's mkstemp in the temporary folder (removed by cleanup_resources)
+        km.connection_file = os.path.join(scratch, f"kernel-{uuid.uuid4().hex}.json")
     try:
         with os.fdopen(fd, "wb") as out:
             await km.start_kernel(cwd=cwd or os.getcwd(), stdout=out, stderr=out)
@@ -148,10 +160,12 @@ class KernelPool:
         fork: Fork kernels from a zygote when the kernelspec is a plain ipykernel (falls back to
             ordinary starts otherwise, or if the zygote cannot start).
         total: Start at most this many kernels over the pool's life (a batch knows how many it needs).
+        scratch: Folder for the kernels' logs and connection files (default: the temporary folder).
     """
 
     def __init__(self, size: int = 2, kernel_name: str = "python3", *, cwd: str | None = None,
-                 fork: bool = True, startup_timeout: float = 60.0, total: int | None = None):
+                 fork: bool = True, startup_timeout: float = 60.0, total: int | None = None,
+                 scratch: str | None = None):
         if size < 1:
             raise ValueError(f"pool size must be >= 1, got {size}")
         self.size = size
@@ -165,6 +179,7 @@ class KernelPool:
         self._closed = False
         self.started = 0
         self.total = total
+        self.scratch = scratch
         self._scheduled = 0
 
     async def start(self) -> KernelPool:
@@ -200,7 +215,7 @@ class KernelPool:
         async def one() -> None:
             try:
                 lease = await start_kernel(self.kernel_name, cwd=self.cwd, zygote=self.zygote,
-                                           startup_timeout=self.startup_timeout)
+                                           startup_timeout=self.startup_timeout, scratch=self.scratch)
             except BaseException as exc:  # handed to the next acquire()
                 await self._ready.put(exc)
                 if isinstance(exc, asyncio.CancelledError):
