@@ -54,9 +54,10 @@ def worker(ctx: typer.Context,
             registry.get(kind)  # an unknown agent type is a clear error before anything starts
     if provider is not None:
         ws.get_provider(provider)  # a missing key or unknown name: one line now, not one failure per task
+    from agentstack_lab.engine import AgentRun
     from agentstack_lab.engine.coordinate import Worker
 
-    w = Worker(ws, types=kinds, concurrency=concurrency, lease_s=lease, provider=provider)
+    w = Worker(ws, run_cls=AgentRun, types=kinds, concurrency=concurrency, lease_s=lease, provider=provider)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

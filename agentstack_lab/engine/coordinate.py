@@ -33,6 +33,11 @@ scheduler) that the row's holder left the cluster and takes the row over at once
 its 30 s lease; the coordinator then notes on the child, logs, and keeps in ``metadata.queue.lost``
 which Dask worker was lost and where the retry ran (tests/test_coordinate_dask.py: 2 workers, one
 SIGKILLed while both run a subagent; the run completes in ~14 s, each child completed once).
+
+This module sits below engine/run.py: the run imports :func:`queued_agent`, and this module never
+imports the run (a queued child is itself a run, so the class to run it as is passed down: ``type(run)``
+for a coordinated run's children, ``run_cls`` for a :class:`Worker`, whose one maker outside the engine
+is ``agentstack-lab worker``).
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ _PASSED_OPTIONS = ("max_depth", "max_children", "max_agents", "max_turns", "auto
                    "answers", "executor")
 
 
-async def run_queued(workspace: Any, task: QueuedTask, *, provider: Any = None, executor: Any = None) -> dict[str, Any]:
+async def run_queued(workspace: Any, task: QueuedTask, *, run_cls: type[AgentRun], provider: Any = None,
+                     executor: Any = None) -> dict[str, Any]:
     """Run one queued task as an agent; returns ``{"text", "status", "runId", "agentId", "tree"}``.
 
     A task queued by a coordinated run (``payload.runId``) runs attached to that run's tree; any other
@@ -69,18 +75,18 @@ async def run_queued(workspace: Any, task: QueuedTask, *, provider: Any = None, 
     Raises the run's failure, so the worker fails the task; for an attached run as a
     :class:`~agentstack_lab.coordination.TaskFailure` whose result carries the subtree (the run
     logged the child's ``error`` already: the coordinator announces it, it does not log it again).
+    ``run_cls`` is the run class (:class:`~agentstack_lab.engine.run.AgentRun`), passed in so that this
+    module does not import the run that imports it.
     """
-    from agentstack_lab.engine.run import AgentRun
-
     payload = task.payload or {}
     options = {"interactive": False, "final_question": False, **(payload.get("options") or {})}
     attach = None
     if payload.get("runId") and payload.get("parentId"):
         attach = Attachment(run_id=payload["runId"], parent_id=payload["parentId"], agent_id=task.id,
                             depth=int(payload.get("depth", 1)), retry=task.attempts > 1)
-    run = AgentRun(task.input, workspace=workspace, provider=provider or payload.get("provider"),
-                   agent_type=task.agent_type, options=options, session_id=payload.get("sessionId"),
-                   executor=executor, attach=attach)
+    run = run_cls(task.input, workspace=workspace, provider=provider or payload.get("provider"),
+                  agent_type=task.agent_type, options=options, session_id=payload.get("sessionId"),
+                  executor=executor, attach=attach)
     try:
         await run
     except Exception as exc:
@@ -93,24 +99,25 @@ async def run_queued(workspace: Any, task: QueuedTask, *, provider: Any = None, 
 
 
 class Worker(QueueWorker):
-    """A queue worker that runs each task as an agent: ``await Worker(ws, types=["coder"]).run()``.
+    """A queue worker that runs each task as an agent: ``await Worker(ws, run_cls=AgentRun, types=["coder"]).run()``.
 
     Args:
         workspace: the workspace whose queue it serves.
+        run_cls: the run class each task runs as (:class:`~agentstack_lab.engine.run.AgentRun`).
         types: agent types it takes (all when ``None``).
         concurrency: tasks at once.
         lease_s: lease per claim (a heartbeat renews it every third of it).
         provider: provider name or object for the agents (default: the workspace's).
     """
 
-    def __init__(self, workspace: Any, *, types: list[str] | tuple[str, ...] | None = None, concurrency: int = 1,
-                 lease_s: float | None = None, provider: Any = None, worker_id: str | None = None,
+    def __init__(self, workspace: Any, *, run_cls: type[AgentRun], types: list[str] | tuple[str, ...] | None = None,
+                 concurrency: int = 1, lease_s: float | None = None, provider: Any = None, worker_id: str | None = None,
                  idle_poll: float = 0.5, extra: dict[str, Any] | None = None):
         queue = TaskQueue(workspace.db, **({"lease_s": lease_s} if lease_s is not None else {}))
 
         async def runner(task: QueuedTask) -> dict[str, Any]:  # ``extra``: read when the task ends
             try:
-                done = await run_queued(workspace, task, provider=provider)
+                done = await run_queued(workspace, task, run_cls=run_cls, provider=provider)
             except TaskFailure as exc:
                 exc.result.update(extra or {})
                 raise
@@ -121,14 +128,16 @@ class Worker(QueueWorker):
         self.workspace = workspace
 
 
-def run_task_on_dask(task_id: str, root: str, db_path: str, config: Any, lease_s: float) -> dict[str, Any]:
+def run_task_on_dask(task_id: str, root: str, db_path: str, config: Any, lease_s: float,
+                     run_cls: type[AgentRun]) -> dict[str, Any]:
     """A Dask task: open the workspace at ``root`` and run queued task ``task_id`` as an agent (one-task worker).
 
     A retry after its Dask worker was lost takes the task over at once (the scheduler says the holder
     left the cluster) and puts ``lost`` (``[{"worker", "daskWorker"}]``) and ``daskWorker`` in the
     result, which the coordinator reports. Never raises: an error is returned (Dask would log a failed
     task's arguments, and ``config`` may hold a DSN); the queued task itself fails or is taken over
-    through the queue, as with any worker.
+    through the queue, as with any worker. ``run_cls`` (the coordinator's run class) travels by
+    reference, as Dask pickles a class: the Dask worker imports it from its module.
     """
     from agentstack_lab.coordination.dask import announce_attempt, lost_dask_worker
     from agentstack_lab.workspace import Workspace
@@ -145,7 +154,7 @@ def run_task_on_dask(task_id: str, root: str, db_path: str, config: Any, lease_s
 
     try:
         with Workspace(Path(root), config, Path(db_path), announce=False) as ws:
-            worker = Worker(ws, lease_s=lease_s, worker_id=worker_id, extra=extra)
+            worker = Worker(ws, run_cls=run_cls, lease_s=lease_s, worker_id=worker_id, extra=extra)
             done = asyncio.run(worker.run_one(task_id, is_lost=is_lost))
     except Exception as exc:  # noqa: BLE001 - reported to the caller; the queue row says what happened
         return {"taskId": task_id, "error": f"{type(exc).__name__}: {exc}", "daskWorker": where}
@@ -169,10 +178,12 @@ class RunCoordination:
                 raise UsageError("a coordinated run on a Dask cluster needs a workspace database file the "
                                  "workers can open (not an in-memory one)")
             self.placement = DaskPlacement(cluster, run_task_on_dask,
-                                           (str(ws.root), str(Path(db_path).resolve()), ws.config, self.queue.lease_s))
+                                           (str(ws.root), str(Path(db_path).resolve()), ws.config, self.queue.lease_s,
+                                            type(run)))
 
         async def runner(task: QueuedTask) -> dict[str, Any]:  # in-process workers share the run's provider
-            return await run_queued(run.workspace, task, provider=run.provider, executor=run.executor)
+            return await run_queued(run.workspace, task, run_cls=type(run), provider=run.provider,
+                                    executor=run.executor)
 
         self.coordinator = Coordinator(self.queue, runner, max_workers=0 if self.placement else run.options.max_workers,
                                        group_id=run.run_id, placement=self.placement)

@@ -2,7 +2,8 @@
 
 Each agent is an asyncio task; children run concurrently. The steps and tools see the run only
 through :class:`~agentstack_lab.engine.context.AgentContext`, which :class:`AgentRun` implements
-(the "used by the steps and tools" section below); this module imports them, never the reverse. Every outbound event goes through
+(the "used by the steps and tools" section below); this module imports them, never the reverse (nor does
+engine/coordinate.py, which runs a queued child as ``type(run)``). Every outbound event goes through
 :meth:`AgentRun.emit` on the run's loop, in one total order: kept in ``run.events``, handed to
 subscribers, and appended to the ``events`` table by the :class:`~agentstack_lab.engine.log.EventLog`.
 """
@@ -386,7 +387,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
         self.emit_state(parent)
         body = self._agent(child)
         if opts.coordinate and parent.id == self.id and origin == "subquestion":
-            from agentstack_lab.engine.coordinate import queued_agent
+            from agentstack_lab.engine.coordinate import queued_agent  # lazy: only coordinated runs need it
 
             body.close()
             body = queued_agent(self, child, priority=max(1, 8 - len(parent.subagents) + 1))
