@@ -138,6 +138,17 @@ class AgentArgs:
     replay_mode: str | None = None
     follow_up: bool = False  # --continue: a follow-up of this kernel's previous run
 
+    def given_options(self) -> dict[str, Any]:
+        """The run options the line sets explicitly (``None`` and unset flags left out)."""
+        given = {"max_depth": self.max_depth, "max_children": self.max_children, "max_agents": self.max_agents,
+                 "max_tokens": self.max_tokens, "timeout_s": self.timeout, "executor": self.executor,
+                 "auto_approve": self.auto_approve or None, "identity": self.identity, "on_query": self.on_query,
+                 "decision_timeout": self.decision_timeout,
+                 "coordinate": self.coordinate or None, "max_workers": self.max_workers, "cluster": self.cluster,
+                 "record": self.record,
+                 "replay": self.replay, "replay_mode": self.replay_mode}
+        return {k: v for k, v in given.items() if v is not None}
+
 
 def agent_parser() -> argparse.ArgumentParser:
     """The ``%agent`` argument parser (also the source of its help text)."""

@@ -35,7 +35,6 @@ def follow_up(magics: Any, args: AgentArgs, prompt: str, workspace: Workspace, n
     """
     from agentstack_lab.engine import AgentRun
     from agentstack_lab.engine.followup import base_provider, follow_options
-    from agentstack_lab.notebook.magics import given_options
 
     previous = getattr(magics, "last_run", None)
     if previous is None:
@@ -49,7 +48,7 @@ def follow_up(magics: Any, args: AgentArgs, prompt: str, workspace: Workspace, n
         checked_type, checked_provider = check_names(dataclasses.replace(args, type=agent_type), workspace, namespace)
         provider = checked_provider if args.provider is not None else provider
         agent_type = checked_type
-    overrides: dict[str, Any] = {**given_options(args), "interactive": not args.wait, "answers": dict(args.answers)}
+    overrides: dict[str, Any] = {**args.given_options(), "interactive": not args.wait, "answers": dict(args.answers)}
     if not args.subagents:
         overrides["subagents"] = False
     try:

@@ -108,23 +108,11 @@ def _check_names(args: AgentArgs, workspace: Workspace, namespace: dict[str, Any
     return agent_type, provider
 
 
-def given_options(args: AgentArgs) -> dict[str, Any]:
-    """The run options the line sets explicitly (``None`` and unset flags left out)."""
-    given = {"max_depth": args.max_depth, "max_children": args.max_children, "max_agents": args.max_agents,
-             "max_tokens": args.max_tokens, "timeout_s": args.timeout, "executor": args.executor,
-             "auto_approve": args.auto_approve or None, "identity": args.identity, "on_query": args.on_query,
-             "decision_timeout": args.decision_timeout,
-             "coordinate": args.coordinate or None, "max_workers": args.max_workers, "cluster": args.cluster,
-             "record": args.record,
-             "replay": args.replay, "replay_mode": args.replay_mode}
-    return {k: v for k, v in given.items() if v is not None}
-
-
 def _options(args: AgentArgs, workspace: Workspace) -> Any:
     """The line's options over the workspace's ``agents`` config (the one merge ``RunOptions.coerce`` does)."""
     from agentstack_lab.engine import RunOptions
 
-    return RunOptions.coerce({**given_options(args), "subagents": args.subagents,
+    return RunOptions.coerce({**args.given_options(), "subagents": args.subagents,
                               "interactive": not args.wait, "answers": dict(args.answers)}, workspace.config)
 
 
