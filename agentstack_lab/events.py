@@ -17,7 +17,8 @@ converter for any other JSON a surface sends (CLI ``--json``, MCP tool results, 
 replies: 49 MCP tools and 37 ``--json`` commands go through it), recursively, except inside the user's
 and the model's data (:data:`OPAQUE`: metadata, tool inputs, answers, config documents keep their keys).
 Payloads the engine builds (``agent-state``'s ``state``, tool outputs) are camelCase at the source, nested
-keys included (``ownUsage: {inputTokens, outputTokens}``). :func:`from_wire` is the inverse of
+keys included (``ownUsage: {inputTokens, outputTokens}``); :func:`wire_keys` cases a flat record built
+from snake_case fields at its source (a workflow finding's ``to_dict()``). :func:`from_wire` is the inverse of
 :func:`to_wire` and names the bad field of a message that does not decode.
 """
 

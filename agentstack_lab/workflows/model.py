@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from agentstack_lab.events import wire_keys
+
 Phase = Literal["inventory", "analysis", "sync", "consistency", "adversarial", "reconciliation"]
 Severity = Literal["low", "medium", "high"]
 # PASS: every check held; FAIL: a check failed; ERROR: the run could not complete (a phase raised,
@@ -43,11 +45,6 @@ def _now() -> datetime:
 
 def _iso(dt: datetime) -> str:
     return dt.isoformat().replace("+00:00", "Z")
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p.title() for p in rest)
 
 
 def _jsonable(value: Any) -> Any:
@@ -84,7 +81,7 @@ class Finding:
             self.evidence = [self.evidence]
 
     def to_dict(self) -> dict[str, Any]:
-        out = {_camel(k): _jsonable(v) for k, v in dataclasses.asdict(self).items()}
+        out = wire_keys({k: _jsonable(v) for k, v in dataclasses.asdict(self).items()})
         return {k: v for k, v in out.items() if v is not None}
 
 
