@@ -2,7 +2,14 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+# The venv's stamp names a hash of everything that decides what is installed in it, so a change to any of
+# them reinstalls on an existing checkout: pyproject.toml (dependencies, extras), this file's $(STAMP) recipe
+# below (its pip lines, the torch CPU wheel pin; the recipe runs to its first blank line), and the files the
+# wheel's shared-data copies into the venv (labextension/dist, the built panel JupyterLab serves from the
+# venv; the server extension's jupyter-config): an editable install copies those, it does not link them.
+INSTALL_INPUTS := pyproject.toml $(sort $(shell find labextension/dist labextension/jupyter-config -type f 2>/dev/null))
+STAMP := $(VENV)/.installed-$(shell { cat $(INSTALL_INPUTS) && sed -n '/^$$(STAMP):/,/^$$/p' $(lastword $(MAKEFILE_LIST)); } \
+  | sha1sum | cut -c1-12)
 
 .PHONY: demo test lint bench clean browser labext lab
 

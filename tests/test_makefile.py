@@ -1,0 +1,71 @@
+"""The Makefile's venv stamp changes with everything that decides what the venv holds.
+
+``make test`` / ``make demo`` reinstall the virtualenv when the stamp's name (a hash) changes. Its inputs:
+pyproject.toml, the stamp rule's own recipe (pip lines, the torch CPU wheel pin), and the files the
+wheel's shared-data copies into the venv (labextension/dist, the server extension's jupyter-config).
+Each is changed in a copy of the checkout and ``make -n -p`` (nothing runs) prints the new stamp.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+
+
+def _stamp(root: Path) -> str:
+    out = subprocess.run(["make", "-n", "-p", "clean"], cwd=root, capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    found = re.search(r"^STAMP := (\S+)$", out, re.MULTILINE)
+    assert found, out[-2000:]
+    return found.group(1)
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    for sub in ("labextension/dist", "labextension/jupyter-config"):
+        shutil.copytree(REPO / sub, tmp_path / sub)
+    return tmp_path
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path.name}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_the_stamp_follows_every_install_input(checkout):
+    first = _stamp(checkout)
+    assert re.fullmatch(r"\.venv/\.installed-[0-9a-f]{12}", first)
+    assert _stamp(checkout) == first  # stable: an unchanged checkout does not reinstall
+    seen = {first}
+    edits = [
+        (checkout / "pyproject.toml", 'requires-python = ">=3.11"', 'requires-python = ">=3.12"'),
+        (checkout / "Makefile", "'torch==2.13.0+cpu' 2>/dev/null", "'torch==2.14.0+cpu' 2>/dev/null"),
+        (checkout / "Makefile", "ipykernel install --sys-prefix", "ipykernel install --user"),
+        (checkout / "labextension/dist/package.json", '"name"', '"name" '),
+        (checkout / "labextension/jupyter-config/jupyter_server_config.d/agentstack_lab.json", "{", "{ "),
+    ]
+    for path, old, new in edits:
+        _edit(path, old, new)
+        stamp = _stamp(checkout)
+        assert stamp not in seen, f"editing {path.relative_to(checkout)} left the stamp at {stamp}"
+        seen.add(stamp)
+    (checkout / "labextension/dist/static/new.js").write_text("// a rebuilt bundle's new file\n")
+    assert _stamp(checkout) not in seen
+
+
+def test_the_rest_of_the_makefile_does_not_reinstall(checkout):
+    first = _stamp(checkout)
+    _edit(checkout / "Makefile", "$(BIN)/python benchmarks/bench_import.py",
+          "$(BIN)/python benchmarks/bench_import.py --quiet")
+    assert _stamp(checkout) == first
