@@ -97,6 +97,14 @@ def test_continue_flag():
     assert not parse_agent_line("what should I continue with?").follow_up
 
 
+def test_given_options_are_what_the_line_set():
+    """Only flags the line gives reach the run (the config fills the rest); --continue overrides with them."""
+    assert parse_agent_line("q").given_options() == {}
+    args = parse_agent_line("--max-depth 2 --auto-approve --timeout 5 --coordinate --replay c.json q")
+    assert args.given_options() == {"max_depth": 2, "auto_approve": True, "timeout_s": 5.0, "coordinate": True,
+                                    "replay": "c.json"}
+
+
 def test_interpolation_and_descriptions():
     df = pd.DataFrame({"region": ["N", "S", "E"], "sales": [10, 20, 30]})
 
