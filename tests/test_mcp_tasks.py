@@ -76,6 +76,13 @@ async def test_consensus_approve_with_a_partial_rejection_steers_a_waiting_run(w
         tree = (await call(s, "agent_tree", run_id=run["runId"]))["tree"]
         assert [c["prompt"] for c in tree["children"]] == [t for t in subs if t != "What caveats" and subs[t] != caveats]
         assert any("caveats later" in n for n in tree["metadata"]["notes"])
+
+        async def closed():   # the run's log written to its end: the tree is now rebuilt from the log
+            st = await call(s, "agent_status", agent_id=run["runId"])
+            return st if not st["inThisProcess"] else None
+
+        await _until(closed, "the run to close")
+        assert (await call(s, "agent_tree", run_id=run["runId"]))["tree"] == tree   # live tree == rebuilt one
         got = await call(s, "consensus_get", checkpoint_id=cp["id"][:8])
         assert got["decision"]["reviewedBy"] == "carol" and got["approvedSubtaskIds"] != []
         tasks = await call(s, "task_list", run_id=run["runId"])

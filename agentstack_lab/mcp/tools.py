@@ -144,12 +144,20 @@ class Toolbox(DecisionTools, SystemTools):
 
     def agent_tree(self, run_id: Annotated[str, Field(min_length=1, description="Run id (or a unique prefix).")]
                    ) -> dict[str, Any]:
-        """The run's agent tree, rebuilt from the workspace event log (works for runs of any process)."""
+        """The run's agent tree, rebuilt from the workspace event log (works for runs of any process).
+
+        A run still going in this process answers with its live tree, as ``agent_status`` does: the log
+        lags it by one batch, so a status read live could say ``completed`` beside a tree without the
+        children spawned in the last 50 ms.
+        """
         from agentstack_lab.engine.activity import resolve_run
         from agentstack_lab.engine.log import rebuild_tree
 
         self._reap()
         rid = resolve_run(self.ws.db, run_id)
+        live = self.runs.get(rid)
+        if live is not None and not live.done and rid in live.nodes:
+            return {"run_id": rid, "tree": live.tree}
         return {"run_id": rid, "tree": rebuild_tree(self.ws.db, rid)}
 
     def agent_list(self, run_id: str | None = None, status: Status | None = None,
