@@ -22,15 +22,10 @@ from typer.testing import CliRunner
 from agentstack_lab.cli import app
 from agentstack_lab.config import Config
 from agentstack_lab.events import DATA_KEYED, OPAQUE, VALUE_KEYS, camel_keys
+from tests.test_review_loop import BUGGY, FAIL, FIXED, PASS
 
 SNAKE = re.compile(r"_[a-z0-9]")
 META = {"source_url": "https://example.com/q3.pdf", "page_no": 3, "nested_dict": {"max_rows": 5}}
-BUGGY = "def total(xs):\n    return sum(xs) / len(xs)\n"
-FIXED = "def total(xs):\n    return sum(xs)\n"
-FAIL = {"verdict": "FAIL", "summary": "total() averages",
-        "findings": [{"severity": "high", "file": "calc.py", "line": 2, "claim": "total() divides by len(xs)",
-                      "evidence": "return sum(xs) / len(xs)"}]}
-PASS = {"verdict": "PASS", "summary": "fixed", "findings": []}
 
 
 def snake_keys(value: Any, path: str = "$") -> list[str]:

@@ -13,15 +13,9 @@ import pytest
 pytest.importorskip("mcp")
 
 from tests.test_mcp import call, error, mcp_client  # noqa: E402
+from tests.test_review_loop import BUGGY, FAIL, FIXED, PASS  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-BUGGY = "def total(xs):\n    return sum(xs) / len(xs)\n"
-FIXED = "def total(xs):\n    return sum(xs)\n"
-FAIL = {"verdict": "FAIL", "summary": "total() averages",
-        "findings": [{"severity": "high", "file": "calc.py", "line": 2, "claim": "total() divides by len(xs)",
-                      "evidence": "return sum(xs) / len(xs)"}]}
-PASS = {"verdict": "PASS", "summary": "fixed", "findings": []}
 
 
 async def test_review_loop_round_trip(workdir):

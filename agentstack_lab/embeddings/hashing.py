@@ -119,7 +119,6 @@ class HashEmbedder:
         doc = np.cumsum(sep, dtype=np.int64)
         docs: list[np.ndarray] = []
         hashes: list[np.ndarray] = []
-        lengths: list[int] = []   # features per part: whole words first, then each n-gram size
         # whole words: polynomial prefix hash, start/end found with numpy
         w = (y != 0) & (y != 32)
         if w.any():
@@ -136,7 +135,7 @@ class HashEmbedder:
             word *= inv_powers[starts]
             docs.append(doc[starts])
             hashes.append(word)
-        lengths.append(sum(len(a) for a in hashes))
+        words = len(hashes[0]) if hashes else 0   # whole-word features come first (weight 1.0)
         # character n-grams (3 then 4, the 4-gram hash extends the 3-gram one), never across documents
         h = y.copy()
         bad = sep.copy()
@@ -166,7 +165,7 @@ class HashEmbedder:
         index *= d
         index += tmp.view(np.int64)                           # buckets are < d: the same value as int64
         weight = np.full(len(hh), _CHAR_WEIGHT)
-        weight[:lengths[0]] = 1.0
+        weight[:words] = 1.0
         np.bitwise_and(hh, np.uint64(1 << 31), out=tmp)       # hash bit 31 set: -1.0 * weight, which for a
         tmp <<= np.uint64(32)                                 # positive float64 is its sign bit (bit 63) set
         weight.view(np.uint64)[:] |= tmp

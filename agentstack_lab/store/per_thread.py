@@ -12,6 +12,7 @@ are the hooks below; this module imports no driver.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import threading
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from typing import Any
 __all__ = ["PerThreadConnections"]
 
 
-class PerThreadConnections:
+class PerThreadConnections(abc.ABC):
     """Base of a database object: ``conn``, ``execute``, ``query``, ``transaction``, ``close``.
 
     Subclasses set ``path`` (shown by ``repr``) and implement :meth:`_open` and :meth:`_begin`;
@@ -35,17 +36,17 @@ class PerThreadConnections:
         self._all: list[Any] = []
 
     # --- hooks --------------------------------------------------------------------------------------
+    @abc.abstractmethod
     def _open(self) -> Any:
         """A new connection for the calling thread."""
-        raise NotImplementedError
 
     def _usable(self, conn: Any) -> bool:
         """False when this thread's cached connection must be replaced (closed by the server)."""
         return True
 
+    @abc.abstractmethod
     def _begin(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
         """One outermost transaction on ``conn``: begins on enter, commits on exit, rolls back on error."""
-        raise NotImplementedError
 
     def _close_one(self, conn: Any) -> None:
         conn.close()

@@ -158,20 +158,17 @@ class SqliteBackend(RowReads):
         # the batch shares its namespace, metadata and agent (the usual bulk load), those are plain
         # parameters and each row carries 3 values, not 6: 4.1-4.4 against 5.7-6.2 us a row, JSON included
         shared = {(it.namespace, it.meta_json or "{}", it.agent_id) for it in new}
-        if len(shared) == 1:
-            ns, meta, agent = shared.pop()
-            payload = json.dumps([(it.key, it.content, it.hash) for it in new], ensure_ascii=False)
-            conn.execute("INSERT INTO memory (rid, id, key, namespace, content, content_hash, metadata, agent_id,"
-                         " created_at, updated_at) SELECT ?1 + j.key, ?2 || printf('%07x', j.key), j.value ->> 0,"
-                         " ?5, j.value ->> 1, j.value ->> 2, ?6, ?7, ?3, ?3 FROM json_each(?4) j",
-                         (first, base, now, payload, ns, meta, agent))
+        if len(shared) == 1:   # key, content, hash from JSON; namespace, metadata, agent as ?5-?7
+            extra = shared.pop()
+            rows = [(it.key, it.content, it.hash) for it in new]
+            cols = "j.value ->> 0, ?5, j.value ->> 1, j.value ->> 2, ?6, ?7"
         else:
-            payload = json.dumps([(it.key, it.namespace, it.content, it.hash, it.meta_json or "{}", it.agent_id)
-                                  for it in new], ensure_ascii=False)
-            conn.execute("INSERT INTO memory (rid, id, key, namespace, content, content_hash, metadata, agent_id,"
-                         " created_at, updated_at) SELECT ?1 + j.key, ?2 || printf('%07x', j.key), j.value ->> 0,"
-                         " j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, ?3, ?3"
-                         " FROM json_each(?4) j", (first, base, now, payload))
+            extra = ()
+            rows = [(it.key, it.namespace, it.content, it.hash, it.meta_json or "{}", it.agent_id) for it in new]
+            cols = ", ".join(f"j.value ->> {i}" for i in range(6))
+        conn.execute("INSERT INTO memory (rid, id, key, namespace, content, content_hash, metadata, agent_id,"
+                     f" created_at, updated_at) SELECT ?1 + j.key, ?2 || printf('%07x', j.key), {cols}, ?3, ?3"
+                     " FROM json_each(?4) j", (first, base, now, json.dumps(rows, ensure_ascii=False), *extra))
         if bulk:
             last = first + len(new) - 1
             conn.execute("INSERT INTO memory_fts (rowid, key, content) SELECT rid, key, content FROM memory"
