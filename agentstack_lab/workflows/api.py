@@ -236,7 +236,7 @@ async def ask_agent(prompt: str, *, provider: str = "auto", agent_type: str = "r
         chosen: Any = ScriptedProvider(_offline_reviewer)
     else:
         chosen = name
-    ws = workspace or Workspace.open(Path.cwd())
+    ws = workspace or Workspace.open()
     run: Any = None
     try:
         opts = RunOptions(max_depth=0, subagents=False, interactive=False, auto_approve=False,

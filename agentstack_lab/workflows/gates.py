@@ -14,7 +14,6 @@ chosen verdicts instead, so a CI job can check its gating without a model.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import UsageError
@@ -68,7 +67,7 @@ async def reviewer_gate(scope: PhaseScope, subject: str, *, kind: str = "code", 
     name = "scripted" if script is not None else choose_provider(provider)
     lines = [ln.strip() for ln in static if ln.strip()]
     context = "Static check findings:\n" + ("\n".join(f"- {ln}" for ln in lines) if lines else "- none")
-    ws = workspace or Workspace.open(Path.cwd())
+    ws = workspace or Workspace.open()
     try:
         outcome = await ask_reviewer(ws, subject, kind=kind, path=path, context=context, provider=name,
                                      script=script, options=options)
