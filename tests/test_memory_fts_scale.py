@@ -25,8 +25,14 @@ def ws(tmp_path_factory):
         yield w
 
 
+def _fts(w, sql: str, params=()) -> list:
+    """A query on the full-text index's connection (its file, with the workspace's attached)."""
+    w.memory.backend.fts_index.catch_up()
+    return w.memory.backend.fts_index.query(sql, params)
+
+
 def _matches(w, expr: str) -> set[str]:
-    return {r[0] for r in w.db.query("SELECT m.key FROM memory_fts JOIN memory m ON m.rid = memory_fts.rowid"
+    return {r[0] for r in _fts(w, "SELECT m.key FROM memory_fts JOIN memory m ON m.rid = memory_fts.rowid"
                                      " WHERE memory_fts MATCH ?", (expr,))}
 
 
@@ -35,7 +41,7 @@ def test_a_common_term_must_match_but_the_selective_one_ranks(ws):
     hits = ws.memory.search("rare3 alpha", "fts", limit=100)
     keys = [h.key for h in hits]
     assert set(keys) == _matches(ws, '"rare3" AND "alpha"') and len(keys) == N // 40   # every-term matches only
-    want = [r[0] for r in ws.db.query(
+    want = [r[0] for r in _fts(ws,
         "SELECT m.key FROM memory_fts JOIN memory m ON m.rid = memory_fts.rowid WHERE memory_fts MATCH '\"rare3\"'"
         " ORDER BY bm25(memory_fts, 2.0, 1.0), m.rid")]
     assert keys == want                                    # BM25 of the selective term decides the order
@@ -62,7 +68,8 @@ def test_filters_keep_exactly_k_hits_when_the_best_matches_are_filtered_out(ws):
         return w_query("SELECT m.key, bm25(memory_fts, 2.0, 1.0) FROM memory_fts JOIN memory m ON"
                        f" m.rid = memory_fts.rowid WHERE memory_fts MATCH '\"beta\"' {where} ORDER BY 2")
 
-    w_query = ws.db.query
+    def w_query(sql):
+        return _fts(ws, sql)
     overall = bm25()
     assert sum(1 for k, _ in overall[:26] if int(k[1:]) % 100 == 8) < 5
     small = bm25("AND m.namespace = 'small'")

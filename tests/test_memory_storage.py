@@ -48,7 +48,10 @@ def test_new_database_layout(tmp_path):
     with Workspace.open(tmp_path / "w", announce=False) as ws:
         ws.memory.store("k", "kettles")
         assert ws.db.query("PRAGMA page_size")[0][0] == PAGE_SIZE
-        assert ws.db.query("SELECT v FROM memory_fts_config WHERE k = 'hashsize'")[0][0] == 8 * 1024 * 1024
+        fts = ws.memory.backend.fts_index   # the full-text index: its own file beside the database
+        assert fts.query("SELECT v FROM memory_fts_config WHERE k = 'hashsize'")[0][0] == 8 * 1024 * 1024
+        assert fts.path == ws.db.path.parent / "fts" / ws.db.path.name and fts.path.is_file()
+        assert not ws.db.query("SELECT 1 FROM sqlite_master WHERE name LIKE 'memory_fts%'")
         sql = ws.db.query("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'")[0][0]
         assert "vec0" not in sql and "embedding BLOB" in sql
         assert len(ws.db.query("SELECT embedding FROM memory_vec")[0][0]) == 4 * ws.memory.index.dimensions

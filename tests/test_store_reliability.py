@@ -43,9 +43,8 @@ KILLED = textwrap.dedent("""
 
 
 def counts(ws):
-    q = lambda sql: ws.db.query(sql)[0][0]  # noqa: E731
-    return (q("SELECT count(*) FROM memory"), q("SELECT count(*) FROM memory_fts_docsize"),
-            q("SELECT count(*) FROM memory_vec"))
+    st = ws.memory.stats()   # the full-text index (a file of its own) caught up with the committed rows
+    return st["memory"], st["fts"], st["vector"]
 
 
 def test_four_processes_store_500_each(tmp_path):
@@ -86,7 +85,7 @@ def test_sigkill_during_store_many_leaves_a_consistent_database(tmp_path):
         assert ws.db.query("PRAGMA integrity_check")[0][0] == "ok"
         assert counts(ws) == (300, 300, 300)       # the killed transaction left nothing behind
         assert {r[0] for r in ws.db.query("SELECT name FROM sqlite_master WHERE type = 'trigger'"
-                                          " AND tbl_name = 'memory'")} >= {"memory_ai", "memory_vlog_ai"}
+                                          " AND tbl_name = 'memory'")} >= {"memory_vlog_ai"}
         assert ws.memory.search("committed entry 299", "vector", limit=1)[0].key == "base-299"
         ws.memory.store("after", "the database still takes writes")
         assert counts(ws) == (301, 301, 301)

@@ -28,7 +28,7 @@ from agentstack_lab.store.per_thread import PerThreadConnections
 
 log = logging.getLogger(__name__)
 
-__all__ = ["connect", "Database", "DatabaseOpenError", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
+__all__ = ["connect", "write_transaction", "Database", "DatabaseOpenError", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
 
 OperationalError = sqlite.OperationalError
 IntegrityError = sqlite.IntegrityError
@@ -115,6 +115,23 @@ def _retry(fn, attempts: int = 50):
     return None
 
 
+@contextlib.contextmanager
+def write_transaction(conn: Any, begin: str, *then: str) -> Iterator[None]:
+    """``begin`` and the statements ``then`` (each retried on busy) … ``COMMIT``; ROLLBACK on any error."""
+    _retry(lambda: conn.execute(begin))
+    try:
+        for sql in then:
+            _retry(lambda sql=sql: conn.execute(sql))
+        yield
+        _retry(lambda: conn.execute("COMMIT"))
+    except BaseException:
+        # also when COMMIT itself fails (a deferred constraint, busy past the retries): never leave
+        # the transaction open; SQLite may already have rolled back (then ROLLBACK would mask the error)
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 class Database(PerThreadConnections):
     """A workspace database: one file, a connection per thread, migrated on open.
 
@@ -128,6 +145,7 @@ class Database(PerThreadConnections):
         self.path = Path(path) if str(path) != ":memory:" else path
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpoint_queued = False
+        self._companions: list[Any] = []
         if migrate:
             from agentstack_lab.store.migrations import migrate as run_migrations
 
@@ -136,19 +154,9 @@ class Database(PerThreadConnections):
     def _open(self) -> Any:
         return connect(self.path)
 
-    @contextlib.contextmanager
-    def _begin(self, conn: Any) -> Iterator[None]:
+    def _begin(self, conn: Any) -> contextlib.AbstractContextManager[None]:
         """``BEGIN IMMEDIATE`` … ``COMMIT`` with retry on busy."""
-        _retry(lambda: conn.execute("BEGIN IMMEDIATE"))
-        try:
-            yield
-            _retry(lambda: conn.execute("COMMIT"))
-        except BaseException:
-            # also when COMMIT itself fails (a deferred constraint, busy past the retries): never leave
-            # the transaction open; SQLite may already have rolled back (then ROLLBACK would mask the error)
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        return write_transaction(conn, "BEGIN IMMEDIATE")
 
     @contextlib.contextmanager
     def checkpoint_later(self) -> Iterator[None]:
@@ -190,7 +198,16 @@ class Database(PerThreadConnections):
         except sqlite.Error as exc:   # the next commit over the threshold checkpoints in its own thread
             log.warning("background WAL checkpoint of %s failed: %s", self.path, exc)
 
+    def close_with(self, companion: Any) -> None:
+        """Close ``companion`` (anything with ``close()``: a file derived from this one) when this closes."""
+        with self._lock:
+            self._companions.append(companion)
+
     def close(self) -> None:
+        with self._lock:
+            companions, self._companions = self._companions, []
+        for companion in companions:
+            companion.close()
         if self._checkpointer is not None:   # a running checkpoint finishes first (it has its own connection)
             self._checkpointer.shutdown(wait=True)
             self._checkpointer = None

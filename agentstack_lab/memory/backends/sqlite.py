@@ -1,10 +1,12 @@
-"""Memory in the workspace's SQLite file: ``memory``, FTS5 ``memory_fts``, vectors in ``memory_vec``.
+"""Memory in the workspace's SQLite file: ``memory`` and vectors in ``memory_vec``; FTS5 beside it.
 
 The embedded default. Writes take SQLite's one write lock (``BEGIN IMMEDIATE``), so the
 session-active check and the rows it guards commit together; vectors are searched through
-:class:`~agentstack_lab.memory.vectors.VectorIndex` (exact, an in-memory matrix kept in step
-with the table). A batch of 64+ new rows is written with two ``INSERT ... SELECT`` and without
-the per-row triggers (~6 µs a row less, a third of the insert; see :class:`_InsertTriggers`).
+:class:`~agentstack_lab.memory.vectors.VectorIndex` (the shared index files, or an exact in-memory
+matrix, kept in step with the table). The full-text index is :class:`~agentstack_lab.memory.fts_file.FtsFile`,
+a file of its own written by a background thread from the change log, caught up before each search.
+A batch of 64+ new rows is written with one ``INSERT ... SELECT`` over JSON and without the per-row
+log trigger (see :class:`_InsertTriggers`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from agentstack_lab.memory.backends.base import (
     stale,
 )
 from agentstack_lab.memory.fts import fts_search, fts_snippets
+from agentstack_lab.memory.fts_file import FtsFile
 from agentstack_lab.memory.vectors import VectorIndex
 
 __all__ = ["SqliteBackend", "BULK_ROWS"]
@@ -40,16 +43,15 @@ _COLS = "m.rid, m.id, m.key, m.namespace, m.content, m.content_hash, m.metadata,
 
 
 class _InsertTriggers:
-    """The per-row AFTER INSERT triggers on ``memory`` (FTS and vector log), as stored in the schema.
+    """The per-row AFTER INSERT trigger on ``memory`` (the change log), as stored in the schema.
 
-    A batch of new rows drops them, inserts, indexes the whole rowid range with two ``INSERT ...
-    SELECT`` and re-creates them from their stored SQL, all inside the writer's transaction, so no
-    other connection ever sees the schema without them, and a crash rolls everything back. Even
-    when their ``WHEN`` clause skips the body, invoking them costs ~6 µs per row (a third of the
-    ``memory`` insert), which is what this saves.
+    A batch of new rows drops it, inserts, logs the whole rowid range with one ``INSERT ... SELECT``
+    and re-creates it from its stored SQL, all inside the writer's transaction, so no other
+    connection ever sees the schema without it, and a crash rolls everything back. Invoking a
+    trigger costs ~3 µs per row, which is what this saves.
     """
 
-    NAMES = ("memory_ai", "memory_vlog_ai")
+    NAMES = ("memory_vlog_ai",)
 
     def get(self, conn: Any) -> list[tuple[str, str]]:
         rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'memory'"
@@ -73,8 +75,21 @@ class SqliteBackend(RowReads):
         self.index = VectorIndex(db, dimensions=dimensions, use_cache=config.vector.cache,
                                  shared=config.vector.index == "shared")
         self._df_cache: dict[str, tuple[int, int]] = {}   # FTS term -> (capped entry count, entries then)
+        if not isinstance(getattr(db, "path", None), Path):
+            raise ValueError(f"memory needs a database file (its full-text index is a file beside it), not {db.path!r}")
+        self.fts_index = FtsFile(db.path)
+        db.close_with(self)
+        self._bulk_mark = 0   # the change-log position after this process's last bulk write
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the search thread and the full-text indexing (with the database: ``Database.close_with``)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        self.fts_index.close()
 
     def ensure(self, embedder_name: str, model: str) -> None:
         self.index.ensure(embedder_name, model)
@@ -139,6 +154,11 @@ class SqliteBackend(RowReads):
                 conn.executemany("INSERT OR IGNORE INTO memory_tags (memory_rid, tag) VALUES (?, ?)", tag_rows)
             if len(items) > 100 or (new and (first + len(new) - 1) % 1000 == 0):
                 self.index.prune_log(conn)
+            mark = self._log_mark(conn)
+        self.fts_index.kick()   # the full-text index follows in the background
+        if len(todo) >= BULK_ROWS:   # a bulk load runs at most one batch ahead of it
+            self.fts_index.wait_for(self._bulk_mark)
+            self._bulk_mark = mark
         return len(items)
 
     def _insert_rows(self, conn: Any, new: list[Item], now: float) -> int:
@@ -170,11 +190,8 @@ class SqliteBackend(RowReads):
                      f" created_at, updated_at) SELECT ?1 + j.key, ?2 || printf('%07x', j.key), {cols}, ?3, ?3"
                      " FROM json_each(?4) j", (first, base, now, json.dumps(rows, ensure_ascii=False), *extra))
         if bulk:
-            last = first + len(new) - 1
-            conn.execute("INSERT INTO memory_fts (rowid, key, content) SELECT rid, key, content FROM memory"
-                         " WHERE rid BETWEEN ? AND ?", (first, last))
             conn.execute("INSERT INTO memory_vec_log (rid) SELECT rid FROM memory WHERE rid BETWEEN ? AND ?",
-                         (first, last))
+                         (first, first + len(new) - 1))
         for _, sql in triggers:
             conn.execute(sql)
         return first
@@ -209,6 +226,7 @@ class SqliteBackend(RowReads):
             owner(key, row[1])
             self.index.remove(conn, [row[0]])
             conn.execute("DELETE FROM memory WHERE rid = ?", (row[0],))
+        self.fts_index.kick()
         return True
 
     def purge(self, conn: Any, namespace: str, agent_id: str | None = None) -> int:
@@ -224,23 +242,22 @@ class SqliteBackend(RowReads):
     # --- reads --------------------------------------------------------------------------------------
     def stats(self) -> dict[str, int]:
         q = self.db.query
+        self.fts_index.catch_up()
         return {"memory": q("SELECT count(*) FROM memory")[0][0],
-                "fts": q("SELECT count(*) FROM memory_fts_docsize")[0][0],
+                "fts": self.fts_index.query("SELECT count(*) FROM memory_fts_docsize")[0][0],
                 "vector": q("SELECT count(*) FROM memory_vec")[0][0]}
 
     # --- search -------------------------------------------------------------------------------------
     def fts(self, query: str, where: str, params: list[Any], limit: int) -> list[dict[str, Any]]:
-        return fts_search(self.db.conn, query, where, params, limit, self._df_cache)
+        self.fts_index.catch_up()   # every committed write is searchable
+        return fts_search(self.fts_index.conn, query, where, params, limit, self._df_cache)
 
-    def fts_async(self, query: str, where: str, params: list[Any], limit: int) -> Future | None:
+    def fts_async(self, query: str, where: str, params: list[Any], limit: int) -> Future:
         """:meth:`fts` on a worker thread (its own connection) while the caller searches vectors.
 
         SQLite and numpy/faiss release the GIL, so a hybrid search costs the slower of its two searches
-        rather than their sum. None (the caller runs :meth:`fts` itself) inside a transaction of the
-        calling thread, whose uncommitted rows another connection would not see.
+        rather than their sum.
         """
-        if self.db.conn.in_transaction or not isinstance(getattr(self.db, "path", None), Path):
-            return None
         with self._pool_lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentstack-fts")
@@ -248,7 +265,7 @@ class SqliteBackend(RowReads):
 
     def snippets(self, query: str, rids: list[int]) -> dict[int, str]:
         """Snippets of the FTS hits a search returns (computed after ranking)."""
-        return fts_snippets(self.db.conn, query, rids)
+        return fts_snippets(self.fts_index.conn, query, rids)
 
     def vector(self, query: np.ndarray, flt: Any, where: str, params: list[Any], k: int) -> list[tuple[int, float]]:
         return self.index.search(query, flt, k)

@@ -79,4 +79,5 @@ _register(
     engine.engine_provenance,
     control_plane.workflows_review_loops,
     control_plane.tasks_session_id_without_fk,
+    foundation.foundation_fts_own_file,
 )

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["foundation_memory", "foundation_vectors", "foundation_sessions_tasks", "foundation_memory_bulk", "foundation_memory_lean_inserts", "foundation_fts_hashsize", "foundation_session_tokens"]
+__all__ = ["foundation_memory", "foundation_vectors", "foundation_sessions_tasks", "foundation_memory_bulk", "foundation_memory_lean_inserts", "foundation_fts_hashsize", "foundation_session_tokens",
+           "foundation_fts_own_file"]
 
 
 def foundation_memory(conn: Any) -> None:
@@ -192,3 +193,16 @@ def foundation_session_tokens(conn: Any) -> None:
     locally (CLI, Python API, notebook), which MCP clients cannot use until its owner issues a token.
     """
     conn.execute("ALTER TABLE sessions ADD COLUMN token_hash TEXT")
+
+
+def foundation_fts_own_file(conn: Any) -> None:
+    """The full-text index moves to a file of its own, ``fts/<db name>``, filled from the change log.
+
+    Its FTS5 rows were written inside every memory write, on SQLite's one writer of this file (half of
+    a bulk load's work at 1M entries); see :mod:`agentstack_lab.memory.fts_file`. The triggers that
+    kept ``memory_fts`` in step go with it; ``memory_vec_log`` (every insert, delete and content
+    change of ``memory``) is the log the new index follows, and it is built from ``memory`` on first use.
+    """
+    for name in ("memory_ai", "memory_ad", "memory_au"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    conn.execute("DROP TABLE IF EXISTS memory_fts")
