@@ -193,22 +193,17 @@ def _first_matches(conn: Any, expr: str, terms: list[str], dfs: dict[str, int], 
     return out[:limit]
 
 
-def fts_snippets(conn: Any, text: str, rids: list[int]) -> dict[int, str]:
-    """``rid -> snippet`` (HTML, matches of any query term in ``<mark>``) for the hits actually shown.
+def fts_snippets(snippet: Any, text: str, rids: list[int]) -> dict[int, str]:
+    r"""``rid -> snippet`` (HTML, matches of any query term in ``<mark>``) for the hits actually shown.
 
-    Computed after ranking, for the few hits a search returns: ``snippet()`` in the ranking query ran
-    for every match before ``ORDER BY ... LIMIT`` (FTS5 tokenises each one).
+    ``snippet(expr, rids)`` answers FTS5's ``snippet()`` (``\x02``/``\x03`` around matches) of the hits
+    matching ``expr`` (see ``FtsFile.snippets``). Computed after ranking, for the few hits a search
+    returns: ``snippet()`` in the ranking query ran for every match before ``ORDER BY ... LIMIT``.
     """
     expr = build_fts_query(text, "OR")
-    if expr is None:
+    if expr is None or not rids:
         return {}
-    out = {}
-    for rid in rids:
-        row = conn.execute("SELECT snippet(memory_fts, 1, char(2), char(3), '…', 24) FROM memory_fts"
-                           " WHERE memory_fts MATCH ? AND rowid = ?", (expr, rid)).fetchone()
-        if row is not None:
-            out[rid] = mark_snippet(row[0])
-    return out
+    return {rid: mark_snippet(snip) for rid, snip in snippet(expr, rids).items()}
 
 
 def mark_snippet(text: str | None) -> str:

@@ -34,6 +34,7 @@ from agentstack_lab.memory.backends.base import (
 from agentstack_lab.memory.fts import fts_search, fts_snippets
 from agentstack_lab.memory.fts_file import FtsFile
 from agentstack_lab.memory.vectors import VectorIndex
+from agentstack_lab.store.connection import bulk_cache
 
 __all__ = ["SqliteBackend", "BULK_ROWS"]
 
@@ -130,6 +131,8 @@ class SqliteBackend(RowReads):
                 conn.execute("COMMIT")
 
         todo = [it for it in items if stale(it, existing)]
+        if len(todo) >= BULK_ROWS:
+            bulk_cache(conn)
         pending = Background(embed, todo) if len(todo) >= BULK_ROWS and in_process else None
         vectors = embed(todo) if pending is None else {}
         now = time.time()
@@ -265,7 +268,7 @@ class SqliteBackend(RowReads):
 
     def snippets(self, query: str, rids: list[int]) -> dict[int, str]:
         """Snippets of the FTS hits a search returns (computed after ranking)."""
-        return fts_snippets(self.fts_index.conn, query, rids)
+        return fts_snippets(self.fts_index.snippets, query, rids)
 
     def vector(self, query: np.ndarray, flt: Any, where: str, params: list[Any], k: int) -> list[tuple[int, float]]:
         return self.index.search(query, flt, k)
