@@ -114,6 +114,32 @@ def test_store_many_around_the_bulk_threshold(tmp_path, n):
         assert ws.db.query("SELECT count(*) FROM memory_vec")[0][0] == n
 
 
+def test_a_batch_larger_than_one_vector_block_keeps_each_rows_vector(tmp_path, monkeypatch):
+    """add_block inserts vectors in blocks of BLOCK_ROWS (vectors.py): every row gets its own entry's vector."""
+    import numpy as np
+
+    from agentstack_lab.memory import vectors
+    monkeypatch.setattr(vectors, "BLOCK_ROWS", 7)
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        texts = _texts(100)
+        ws.memory.store_many([(f"k{i}", t) for i, t in enumerate(texts)])
+        rows = ws.db.query("SELECT m.key, v.embedding FROM memory m JOIN memory_vec v ON v.rid = m.rid")
+        assert len(rows) == 100
+        want = np.asarray(ws.memory.embedder.embed(texts), dtype=np.float32)
+        for key, blob in rows:
+            assert np.array_equal(np.frombuffer(blob, dtype=np.float32), want[int(key[1:])]), key
+
+
+def test_the_full_text_index_merges_16_segments_at_a_time(tmp_path):
+    """FTS5's automerge is 16 in the index file (fts_file.py: 24 -> 15 us an entry over the last tenth of 1M)."""
+    from agentstack_lab.memory.fts_file import AUTOMERGE
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store("k", "a note")
+        fts = ws.memory.backend.fts_index
+        fts.catch_up()
+        assert fts.conn.execute("SELECT v FROM memory_fts_config WHERE k = 'automerge'").fetchone()[0] == AUTOMERGE == 16
+
+
 @pytest.mark.parametrize("mixed", [False, True])
 def test_a_bulk_batch_keeps_each_rows_namespace_metadata_and_agent(tmp_path, mixed):
     """A bulk batch that shares namespace, metadata and agent sends them once (sqlite.py); a mixed one per row."""

@@ -50,6 +50,7 @@ __all__ = ["VectorIndex", "VectorFilter", "EmbedderMismatchError", "vec_metadata
 
 MAX_K = 4096          # the most hits one search returns
 LOG_KEEP = 200_000    # log rows kept; a reader further behind reloads in full
+BLOCK_ROWS = 1_000    # vectors a statement of add_block inserts (one 15 MB blob a 10k batch: 2.5 against 1.5-2 us a row)
 
 
 class EmbedderMismatchError(AgentstackError, RuntimeError):
@@ -233,10 +234,12 @@ class VectorIndex:
         if vectors.ndim != 2 or vectors.shape[1] != self.dimensions:
             raise ValueError(f"expected vectors of shape (n, {self.dimensions}), got {vectors.shape}")
         size = 4 * self.dimensions
-        blob = np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
-        conn.execute("WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i + 1 < ?4)"
-                     " INSERT INTO memory_vec (rid, embedding) SELECT ?1 + i, substr(?2, i * ?3 + 1, ?3) FROM s",
-                     (first, blob, size, len(vectors)))
+        mat = np.ascontiguousarray(vectors, dtype=np.float32)
+        for at in range(0, len(mat), BLOCK_ROWS):   # blobs of ~1.5 MB stay in the CPU cache while SQLite slices them
+            part = mat[at:at + BLOCK_ROWS]
+            conn.execute("WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i + 1 < ?4)"
+                         " INSERT INTO memory_vec (rid, embedding) SELECT ?1 + i, substr(?2, i * ?3 + 1, ?3) FROM s",
+                         (first + at, memoryview(part).cast("B"), size, len(part)))
 
     def remove(self, conn: Any, rids: list[int]) -> None:
         if rids:

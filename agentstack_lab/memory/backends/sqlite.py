@@ -38,7 +38,7 @@ from agentstack_lab.store.connection import bulk_cache
 
 __all__ = ["SqliteBackend", "BULK_ROWS"]
 
-BULK_ROWS = 64   # from this many new rows on, a write indexes FTS in one statement
+BULK_ROWS = 64   # from this many rows on, a write is a bulk one: embedded in a thread, logged in one statement, big cache
 _COLS = "m.rid, m.id, m.key, m.namespace, m.content, m.content_hash, m.metadata, m.agent_id, m.version," \
         " m.created_at, m.updated_at, (SELECT json_group_array(tag) FROM memory_tags t WHERE t.memory_rid = m.rid)"
 
