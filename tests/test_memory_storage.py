@@ -159,6 +159,28 @@ def test_a_bulk_batch_keeps_each_rows_namespace_metadata_and_agent(tmp_path, mix
         assert ws.memory.stats() == {"memory": 200, "fts": 200, "vector": 200}
 
 
+@pytest.mark.parametrize("mixed", [False, True])
+def test_a_bulk_batch_keeps_any_text_byte_for_byte(tmp_path, mixed):
+    """The packed columns of a bulk insert (sqlite.py _packed: one UTF-8 blob a column, sliced by byte offsets)
+    give back every text as stored, NULL agents as NULL, whatever the characters."""
+    odd = ["héllo wörld", "emoji 😀 and 中文", "nul\x00inside", " ", 'tab\tnew\nline "quote" \\ back', "\u2028sep",
+           "x" * 5000]
+    items = [{"key": f"k{i}-{j}-ключ", "content": t, "namespace": ("a", "b")[i % 2] if mixed else "a",
+              "agent_id": (None, "ag", "😀")[(i + j) % 3] if mixed else None,
+              "metadata": {"i": i, "t": t} if mixed and j % 2 else None}
+             for i in range(12) for j, t in enumerate(odd)]
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        assert ws.memory.store_many(items) == len(items) == 84
+        for it in items:
+            e = ws.memory.get(it["key"], namespace=it["namespace"])
+            assert (e.content, e.agent_id, e.metadata) == (it["content"], it["agent_id"], it["metadata"] or {}), it
+        types = ws.db.query("SELECT DISTINCT typeof(key), typeof(namespace), typeof(content), typeof(content_hash),"
+                            " typeof(metadata) FROM memory")
+        assert [tuple(r) for r in types] == [("text",) * 5]
+        assert ws.db.query("SELECT count(*) FROM memory WHERE agent_id IS NULL")[0][0] == (28 if mixed else 84)
+        assert {h.key for h in ws.memory.search("emoji", "fts", limit=20)} == {it["key"] for it in items if "emoji" in it["content"]}
+
+
 def test_a_bulk_write_checkpoints_the_wal_on_a_background_thread(tmp_path, monkeypatch):
     """store_many's commit skips SQLite's automatic checkpoint (two fsyncs in the calling thread); one PASSIVE
     checkpoint runs on the database's background thread instead, and close() waits for it."""
