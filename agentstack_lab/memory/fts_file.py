@@ -20,7 +20,7 @@ another database) is rebuilt from ``memory`` in one transaction, with a warning 
 Segments merge 16 at a time (``automerge``; FTS5's default is 4): with 10k-entry batches the default
 rewrote older entries through three levels of merges by 1M; this thread's CPU over the last tenth of 1M
 was 24 µs an entry against 15 µs with 16 (standalone FTS5, same run). A search reads a few more segments:
-keyword p50 through ``Memory.search`` at 1M was 8.7 ms, 8.3 ms with 4 (``bench_memory.py``, two runs).
+keyword p50 through ``Memory.search`` at 1M was 6.9-12.9 ms in five runs, 8.3 ms with 4 (``bench_memory.py``).
 
 The index holds no copy of the text (a contentless FTS5 table with ``contentless_delete=1``, so a
 changed entry's old row is deleted by rowid alone): a copy cost ~3 µs an entry more to write. Snippets
