@@ -43,6 +43,7 @@ import numpy as np
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import extract_session_id
 from agentstack_lab.memory.index import SharedIndex
+from agentstack_lab.store.connection import row_numbers
 
 log = logging.getLogger(__name__)
 
@@ -237,8 +238,8 @@ class VectorIndex:
         mat = np.ascontiguousarray(vectors, dtype=np.float32)
         for at in range(0, len(mat), BLOCK_ROWS):   # blobs of ~1.5 MB stay in the CPU cache while SQLite slices them
             part = mat[at:at + BLOCK_ROWS]
-            conn.execute("WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i + 1 < ?4)"
-                         " INSERT INTO memory_vec (rid, embedding) SELECT ?1 + i, substr(?2, i * ?3 + 1, ?3) FROM s",
+            conn.execute(f"{row_numbers(4)} INSERT INTO memory_vec (rid, embedding)"
+                         " SELECT ?1 + i, substr(?2, i * ?3 + 1, ?3) FROM s",
                          (first + at, memoryview(part).cast("B"), size, len(part)))
 
     def remove(self, conn: Any, rids: list[int]) -> None:

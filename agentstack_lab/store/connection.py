@@ -28,7 +28,7 @@ from agentstack_lab.store.per_thread import PerThreadConnections
 
 log = logging.getLogger(__name__)
 
-__all__ = ["connect", "bulk_cache", "write_transaction", "Database", "DatabaseOpenError", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
+__all__ = ["connect", "bulk_cache", "row_numbers", "write_transaction", "Database", "DatabaseOpenError", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
 
 OperationalError = sqlite.OperationalError
 IntegrityError = sqlite.IntegrityError
@@ -119,6 +119,15 @@ def _retry(fn, attempts: int = 50):
                 raise
             time.sleep(min(0.5, 0.01 * (2 ** min(i, 6))) * (0.5 + random.random()))
     return None
+
+
+def row_numbers(count_param: int) -> str:
+    """A ``WITH`` clause giving ``s(i)`` for ``i`` in ``0 .. ?count_param - 1``.
+
+    For one ``INSERT ... SELECT ... FROM s`` that slices a batch's rows out of a few big parameters
+    (SQLite works without the GIL for the whole batch; ``generate_series`` is not built in here).
+    """
+    return f"WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i + 1 < ?{count_param})"
 
 
 def bulk_cache(conn: Any) -> None:
