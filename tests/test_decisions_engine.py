@@ -117,3 +117,33 @@ async def test_pause_holds_the_agent_between_steps_until_resume(ws):
     run.intervene(run.id, status="running")
     await run
     assert run.status == "completed" and "paused" not in run.tree["metadata"]
+
+
+async def test_a_run_ends_only_after_its_interventions_read_in_flight_is_done(ws, monkeypatch):
+    """The run's interventions loop reads in a worker thread; cancelling it must not leave that read running.
+
+    Whoever awaited the run may close the workspace next, and a database closed under a read in another
+    thread crashed the kernel (SIGSEGV). Here the first read takes 0.5 s, far longer than the run.
+    """
+    import time
+
+    from agentstack_lab.decisions import Interventions
+
+    reading, original = [], Interventions.pending
+
+    def slow_pending(self, run_id):
+        reading.append(run_id)
+        try:
+            time.sleep(0.5)
+            return original(self, run_id)
+        finally:
+            reading.remove(run_id)
+
+    monkeypatch.setattr(Interventions, "pending", slow_pending)
+    run = AgentRun("what is a monad?", workspace=ws, provider=ScriptedProvider(brain(main=lambda req: "done")),
+                   options={"subagents": False})
+    started = time.monotonic()
+    await run
+    assert run.status == "completed"
+    assert reading == [], "the run ended while its interventions loop was still reading"
+    assert time.monotonic() - started >= 0.4   # it waited for the read under way

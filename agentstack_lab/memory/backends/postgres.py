@@ -163,6 +163,10 @@ class PgDatabase(PerThreadConnections):
     def _close_one(self, conn: _Conn) -> None:
         conn.raw.close()
 
+    # closed at once, every thread's: psycopg runs each operation of a connection under the connection's
+    # own lock, and an open psycopg connection that is only dropped warns (ResourceWarning)
+    closes_across_threads = True
+
 
 def _vec_text(v: np.ndarray) -> str:
     return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).tolist())) + "]"
