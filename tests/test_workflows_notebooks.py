@@ -157,6 +157,25 @@ def test_parallel_grid_uses_fresh_forked_kernels_that_share_nothing(workdir):
     assert len(parents) == 1  # all forked from the one zygote, not started by us
 
 
+def test_a_kernel_that_crashes_natively_is_reported_with_its_stack(workdir):
+    """A segfault in a cell: the run's message quotes faulthandler's report of the crashing thread.
+
+    ipykernel neither enables faulthandler nor keeps fd 2 on the kernel's log, so before this both a
+    started and a forked kernel died with no last words at all.
+    """
+    nb = _write(workdir / "seg.ipynb", ["x = 1", "import ctypes\nctypes.string_at(0)"])
+    (workdir / "two.yaml").write_text("n: [1, 2]\n")
+    single = cli("run", str(nb), "--report", "one.json", cwd=workdir)        # a kernel started for the run
+    forked = cli("run", str(nb), "--grid", "two.yaml", "--parallel", "2", "-o", "runs", "--report", "two.json",
+                 cwd=workdir)                                                # kernels forked from the zygote
+    assert single.returncode == forked.returncode == 2, single.stderr + forked.stderr
+    messages = [json.loads((workdir / "one.json").read_text())["execution"]["message"]]
+    messages += [r["message"] for r in json.loads((workdir / "two.json").read_text())["runs"]]
+    for message in messages:
+        assert "kernel died while running cell" in message and "import ctypes" in message
+        assert "Fatal Python error: Segmentation fault" in message and "in string_at" in message, message
+
+
 def _private_tmp(workdir: Path) -> dict[str, str]:
     """TMPDIR for a run: a fresh folder of this test, so what the run leaves there is its own."""
     tmp = workdir.parent / "tmpdir"

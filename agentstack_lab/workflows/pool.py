@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
+import re
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -37,14 +39,27 @@ class KernelLease:
     log: str | None = None  # the kernel process's own stdout/stderr (not the cells' output)
 
     def log_tail(self, lines: int = 5) -> str:
-        """The last lines the kernel process wrote (e.g. a fatal error), without ipykernel's notices."""
+        """The last lines the kernel process wrote (e.g. a fatal error), without ipykernel's notices.
+
+        ipykernel's errors stay, and its "Parent appears to have exited, shutting down".
+        A native crash is there too: kernels run with ``faulthandler`` on, which writes the crashing
+        thread's Python stack to this log (ipykernel does not turn it on itself).
+        """
         try:
             text = Path(self.log).read_text("utf-8", errors="replace") if self.log else ""
         except OSError:
             return ""
         text = text.rsplit("--existing", 1)[-1].split("\n", 1)[-1] if "--existing" in text else text  # banner
-        kept = [ln for ln in text.splitlines() if ln.strip() and "[IPKernelApp]" not in ln]
+        kept = [ln for ln in text.splitlines() if ln.strip() and ("[IPKernelApp]" not in ln or _LOUD.search(ln))]
+        crash = next((i for i, ln in enumerate(kept) if ln.startswith("Fatal Python error")), None)
+        if crash is not None:   # the error and the crashing thread's innermost frames, not the other threads'
+            here = next((i for i in range(crash, len(kept)) if kept[i].startswith("Current thread")), crash)
+            frames = list(itertools.takewhile(lambda ln: ln.startswith(" "), kept[here + 1:]))
+            return "\n".join([kept[crash], *([kept[here]] if here != crash else []), *frames[:lines]])
         return "\n".join(kept[-lines:])
+
+
+_LOUD = re.compile(r"\[IPKernelApp\] (ERROR|CRITICAL)\b|shutting down")   # ipykernel's own notices worth quoting
 
 
 class _PortTaken(RuntimeError):
@@ -70,19 +85,15 @@ async def start_kernel(kernel_name: str, *, cwd: str | None = None, zygote: Any 
 
 async def _start_once(kernel_name: str, cwd: str | None, zygote: Any, startup_timeout: float,
                       scratch: str | None = None) -> KernelLease:
-    from jupyter_client.manager import AsyncKernelManager
-
     # the kernel process's own output (ipykernel's start-up notices, a fatal error) goes to a log
     # file instead of our terminal; a dead kernel's report quotes its tail
     if scratch:
         os.makedirs(scratch, exist_ok=True)
     fd, log = tempfile.mkstemp(prefix="agentstack-kernel-", suffix=".log", dir=scratch)
-    if zygote is not None:
-        from agentstack_lab.workflows.zygote import ZygoteKernelManager
+    from agentstack_lab.workflows.zygote import ZygoteKernelManager
 
-        km = ZygoteKernelManager(zygote, kernel_name=kernel_name, kernel_log=log)
-    else:
-        km = AsyncKernelManager(kernel_name=kernel_name)
+    # forked from the zygote when there is one; else started as usual (with faulthandler on, see log_tail)
+    km = ZygoteKernelManager(zygote, kernel_name=kernel_name, kernel_log=log)
     if scratch:  # else jupyter_client's mkstemp in the temporary folder (removed by cleanup_resources)
         km.connection_file = os.path.join(scratch, f"kernel-{uuid.uuid4().hex}.json")
     try:

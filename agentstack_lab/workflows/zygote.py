@@ -61,6 +61,28 @@ def _set_pdeathsig() -> None:
         pass
 
 
+def _faulthandler_to_log() -> None:
+    """Have a native crash (SIGSEGV, SIGABRT, ...) write its Python stacks to the kernel's log (its fd 2 now).
+
+    ipykernel does not enable ``faulthandler``, and it replaces fd 2 with a pipe to the notebook, which
+    dies with the process: so the handler writes to a copy of fd 2 made before. Without it a kernel that
+    crashed left an empty log, and the run said only "kernel died".
+    """
+    import faulthandler
+
+    faulthandler.enable(file=os.fdopen(os.dup(2), "w"), all_threads=True)   # faulthandler keeps the file
+
+
+def run_kernel(argv: list[str]) -> None:
+    """``ipykernel_launcher argv`` with :func:`_faulthandler_to_log` (a kernel started without the zygote)."""
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        del sys.path[0]
+    _faulthandler_to_log()
+    from ipykernel.kernelapp import IPKernelApp
+
+    IPKernelApp.launch_instance(argv=list(argv))
+
+
 def _child(request: dict[str, Any]) -> None:
     """In the forked child: become a fresh kernel process; never returns."""
     code = 1
@@ -75,6 +97,7 @@ def _child(request: dict[str, Any]) -> None:
         os.dup2(devnull, 0)
         os.dup2(out, 1)
         os.dup2(out, 2)
+        _faulthandler_to_log()
         if request.get("env") is not None:
             os.environ.clear()
             os.environ.update(request["env"])
@@ -263,7 +286,11 @@ def _provisioner_class():
 
         async def launch_kernel(self, cmd: list[str], **kwargs: Any):
             split = split_kernel_cmd(cmd)
-            if self.zygote is None or split is None or split[0] != self.zygote.interpreter:
+            if split is None:
+                return await super().launch_kernel(cmd, **kwargs)
+            if self.zygote is None or split[0] != self.zygote.interpreter:
+                if split[0][0] == sys.executable:   # this interpreter: it has agentstack_lab to run the kernel
+                    cmd = [*split[0], "-m", "agentstack_lab.workflows.zygote", "--kernel", *split[1]]
                 return await super().launch_kernel(cmd, **kwargs)
             pid = self.zygote.spawn(split[1], cwd=kwargs.get("cwd"), env=kwargs.get("env"), log=self.log)
             self.process = _ForkedProcess(pid)  # type: ignore[assignment]
@@ -285,7 +312,7 @@ def _manager_class():
         kernel_log: str | None = None
 
         async def _async_pre_start_kernel(self, **kw: Any):
-            if self.provisioner is None and self.zygote is not None:
+            if self.provisioner is None:
                 self.kernel_id = self.kernel_id or kw.pop("kernel_id", None) or str(uuid.uuid4())
                 prov = _provisioner_class()(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self)
                 prov.zygote, prov.log = self.zygote, self.kernel_log
@@ -295,12 +322,19 @@ def _manager_class():
     return _ZygoteKernelManager
 
 
-def ZygoteKernelManager(zygote: Zygote, *, kernel_log: str | None = None, **kwargs: Any):  # noqa: N802
-    """An ``AsyncKernelManager`` whose kernel is forked from ``zygote`` (its own output to ``kernel_log``)."""
+def ZygoteKernelManager(zygote: Zygote | None, *, kernel_log: str | None = None, **kwargs: Any):  # noqa: N802
+    """An ``AsyncKernelManager`` whose kernel is forked from ``zygote`` (its own output to ``kernel_log``).
+
+    Without a zygote the kernel starts as usual, with :func:`run_kernel` in place of ``ipykernel_launcher``
+    when it is a plain ipykernel of this interpreter.
+    """
     km = _manager_class()(**kwargs)
     km.zygote, km.kernel_log = zygote, kernel_log
     return km
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--kernel"]:
+        run_kernel(sys.argv[2:])
+    else:
+        main()
