@@ -8,12 +8,20 @@ BIN := $(VENV)/bin
 # wheel's shared-data copies into the venv (labextension/dist, the built panel JupyterLab serves from the
 # venv; the server extension's jupyter-config): an editable install copies those, it does not link them.
 INSTALL_INPUTS := pyproject.toml $(sort $(shell find labextension/dist labextension/jupyter-config -type f 2>/dev/null))
-STAMP := $(VENV)/.installed-$(shell { cat $(INSTALL_INPUTS) && sed -n '/^$$(STAMP):/,/^$$/p' $(lastword $(MAKEFILE_LIST)); } \
+INSTALLED := $(VENV)/.installed-$(shell { cat $(INSTALL_INPUTS) && sed -n '/^$$(STAMP):/,/^$$/p' $(lastword $(MAKEFILE_LIST)); } \
   | sha1sum | cut -c1-12)
+# A venv made by another Python than $(PY) (another minor version) is made again, not reused: its stamp
+# name then carries a suffix no install writes, so the recipe runs, and the recipe removes the venv first.
+VERSION_OF = $(shell $(1) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PY_VERSION := $(call VERSION_OF,$(PY))
+VENV_VERSION := $(if $(wildcard $(BIN)/python),$(call VERSION_OF,$(BIN)/python))
+OTHER_PYTHON := $(and $(VENV_VERSION),$(filter-out $(PY_VERSION),$(VENV_VERSION)))
+STAMP := $(INSTALLED)$(if $(OTHER_PYTHON),-made-by-python-$(OTHER_PYTHON))
 
 .PHONY: demo test lint bench clean browser labext lab
 
 $(STAMP): pyproject.toml
+	$(if $(OTHER_PYTHON),rm -rf $(VENV)  # made by Python $(OTHER_PYTHON); $(PY) is $(PY_VERSION))
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
@@ -24,7 +32,7 @@ $(STAMP): pyproject.toml
 	  $(BIN)/python -m pip install -q -e '.[dev,local-embeddings]'; \
 	else echo "note: no PyTorch CPU wheel (torch==2.13.0+cpu) here: the local MiniLM embedder's test will be skipped"; fi
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
-	rm -f $(VENV)/.installed-* && touch $@
+	rm -f $(VENV)/.installed-* && touch $(INSTALLED)
 
 demo: $(STAMP)
 	$(BIN)/python -m agentstack_lab.demo

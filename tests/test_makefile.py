@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
 
 
-def _stamp(root: Path) -> str:
-    out = subprocess.run(["make", "-n", "-p", "clean"], cwd=root, capture_output=True, text=True, timeout=60,
+def _stamp(root: Path, *args: str) -> str:
+    out = subprocess.run(["make", "-n", "-p", *args, "clean"], cwd=root, capture_output=True, text=True, timeout=60,
                          check=True).stdout
     found = re.search(r"^STAMP := (\S+)$", out, re.MULTILINE)
     assert found, out[-2000:]
@@ -69,3 +69,29 @@ def test_the_rest_of_the_makefile_does_not_reinstall(checkout):
     _edit(checkout / "Makefile", "$(BIN)/python benchmarks/bench_import.py",
           "$(BIN)/python benchmarks/bench_import.py --quiet")
     assert _stamp(checkout) == first
+
+
+def _fake_venv_python(checkout: Path, version: str) -> None:
+    python = checkout / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True, exist_ok=True)
+    python.write_text(f"#!/bin/sh\necho {version}\n")
+    python.chmod(0o755)
+
+
+def test_a_venv_made_by_another_python_is_made_again(checkout):
+    """A .venv whose Python is another minor version than $(PY)'s is removed and made again, not reused."""
+    import sys
+
+    ours = "{}.{}".format(*sys.version_info[:2])   # the test runs make with PY=this interpreter
+    py = f"PY={sys.executable}"
+    _fake_venv_python(checkout, ours)
+    same = _stamp(checkout, py)
+    plan = subprocess.run(["make", "-n", py, same], cwd=checkout, capture_output=True, text=True, timeout=60).stdout
+    assert "rm -rf .venv" not in plan and "test -x .venv/bin/python ||" in plan
+    _fake_venv_python(checkout, "3.9")
+    other = _stamp(checkout, py)
+    assert other == f"{same}-made-by-python-3.9"   # a name no install writes: the recipe runs
+    plan = subprocess.run(["make", "-n", py, other], cwd=checkout, capture_output=True, text=True, timeout=60).stdout
+    lines = plan.splitlines()
+    assert lines[0].startswith("rm -rf .venv") and lines[1].startswith("test -x .venv/bin/python ||"), plan
+    assert f"touch {same}" in plan   # the stamp written is the plain one, found by the next make
