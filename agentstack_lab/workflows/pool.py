@@ -85,13 +85,13 @@ async def start_kernel(kernel_name: str, *, cwd: str | None = None, zygote: Any 
 
 async def _start_once(kernel_name: str, cwd: str | None, zygote: Any, startup_timeout: float,
                       scratch: str | None = None) -> KernelLease:
+    from agentstack_lab.workflows.zygote import ZygoteKernelManager
+
     # the kernel process's own output (ipykernel's start-up notices, a fatal error) goes to a log
     # file instead of our terminal; a dead kernel's report quotes its tail
     if scratch:
         os.makedirs(scratch, exist_ok=True)
     fd, log = tempfile.mkstemp(prefix="agentstack-kernel-", suffix=".log", dir=scratch)
-    from agentstack_lab.workflows.zygote import ZygoteKernelManager
-
     # forked from the zygote when there is one; else started as usual (with faulthandler on, see log_tail)
     km = ZygoteKernelManager(zygote, kernel_name=kernel_name, kernel_log=log)
     if scratch:  # else jupyter_client's mkstemp in the temporary folder (removed by cleanup_resources)

@@ -9,6 +9,10 @@ shares only the already-imported library code, like copy-on-write pages of a nor
 The zygote talks JSON lines over its stdin/stdout. ``python -m agentstack_lab.workflows.zygote``
 runs it; :class:`Zygote` drives it and :class:`ZygoteKernelManager` is an ``AsyncKernelManager``
 whose kernels come from it (so nbclient, interrupts, restarts and dead-kernel polling just work).
+
+Every kernel these managers start, forked or not, has ``faulthandler`` writing to its log, so a kernel
+that crashes in native code is reported with its stack; ``python -m agentstack_lab.workflows.zygote
+--kernel ARGS`` is ``ipykernel_launcher ARGS`` with that, for a kernel started without the zygote.
 """
 
 from __future__ import annotations
