@@ -77,10 +77,15 @@ def _faulthandler_to_log() -> None:
     faulthandler.enable(file=os.fdopen(os.dup(2), "w"), all_threads=True)   # faulthandler keeps the file
 
 
-def run_kernel(argv: list[str]) -> None:
-    """``ipykernel_launcher argv`` with :func:`_faulthandler_to_log` (a kernel started without the zygote)."""
+def _drop_script_dir() -> None:
+    """Take the working directory off ``sys.path``, as ``ipykernel_launcher`` does (IPython puts '' back)."""
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]
+
+
+def run_kernel(argv: list[str]) -> None:
+    """``ipykernel_launcher argv`` with :func:`_faulthandler_to_log` (a kernel started without the zygote)."""
+    _drop_script_dir()
     _faulthandler_to_log()
     from ipykernel.kernelapp import IPKernelApp
 
@@ -124,8 +129,7 @@ def _child(request: dict[str, Any]) -> None:
 
 def main() -> None:
     """Run the zygote: preload, then fork one kernel per request line until stdin closes."""
-    if sys.path and sys.path[0] in ("", os.getcwd()):
-        del sys.path[0]  # as ipykernel_launcher does; IPython puts '' back in the kernel
+    _drop_script_dir()
     import importlib
 
     for name in _PRELOAD:
