@@ -1,15 +1,20 @@
 """The full-text index in its own file (memory/fts_file.py): it follows the change log, survives losing it,
-refuses to serve another database's entries, and a bulk load never runs more than a batch ahead of it."""
+refuses to serve another database's entries, a bulk load never runs more than a batch ahead of it, and
+writing it holds no read of the workspace file."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 from agentstack_lab.memory import vectors
+from agentstack_lab.memory.fts_file import FtsFile
+from agentstack_lab.store.connection import sqlite
 from agentstack_lab.workspace import Workspace
 
 
@@ -97,3 +102,71 @@ def test_another_process_writes_are_searchable_at_once(tmp_path):
         """)
         subprocess.run([sys.executable, "-c", code], check=True, timeout=100)
         assert len(ws.memory.search("kestrel", "fts", limit=500)) == 201
+
+
+def _hook_index_writes(fts, before=None, inside=None):
+    """Run ``before()`` ahead of each write transaction of the index file and ``inside()`` just before its commit."""
+    original = fts.transaction
+
+    @contextlib.contextmanager
+    def transaction():
+        if before is not None:
+            before()
+        with original() as conn:
+            yield conn
+            if inside is not None:
+                inside()
+    fts.transaction = transaction
+
+
+def test_the_index_is_written_with_no_read_of_the_workspace_file_open(tmp_path):
+    """A read of the workspace file open while the index is written keeps SQLite from restarting its WAL
+    (fts_file.py: it grew to 2 GB over a 1M bulk load); a TRUNCATE checkpoint needs no reader at all."""
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        m, fts = ws.memory, ws.memory.backend.fts_index
+        fts.kick = lambda: None
+        m.store_many([(f"n{i}", f"grebe note {i}") for i in range(500)])
+        checkpoints = []
+
+        def truncate():
+            other = sqlite.connect(ws.db.path, timeout=5)   # the package's SQLite, not the stdlib's
+            try:
+                for _ in range(500):   # (1, -1, -1): the background checkpoint of store_many runs; not a reader
+                    got = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    if tuple(got) != (1, -1, -1):
+                        break
+                    time.sleep(0.01)
+                checkpoints.append(tuple(got))
+            finally:
+                other.close()
+        _hook_index_writes(fts, inside=truncate)
+        assert len(_keys(ws, "grebe")) == 100
+        assert checkpoints and checkpoints[0][0] == 0, checkpoints        # 0: not blocked by a reader
+        assert (ws.db.path.parent / (ws.db.path.name + "-wal")).stat().st_size == 0
+
+
+def test_an_index_moved_by_another_process_between_read_and_write_is_read_again(tmp_path):
+    """The changes are read in one transaction and written in another; if another process advanced the
+    index in between, what was read is dropped and the catch-up starts over (no entry indexed twice)."""
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        m, fts = ws.memory, ws.memory.backend.fts_index
+        fts.kick = lambda: None
+        m.store_many([(f"n{i}", f"plover note {i}") for i in range(300)])
+        other = FtsFile(ws.db.path)   # another process's view of the same index file
+        calls = []
+
+        def race():
+            calls.append(1)
+            if len(calls) == 1:
+                m.store_many([(f"late{i}", f"plover late {i}") for i in range(100)])
+                m.delete("n3")
+                other.catch_up()
+        _hook_index_writes(fts, before=race)
+        rounds, once = [], fts._catch_up_once
+        fts._catch_up_once = lambda: rounds.append(once()) or rounds[-1]
+        try:
+            assert len(ws.memory.search("plover", "fts", limit=1000)) == 399
+        finally:
+            other.close()
+        assert len(calls) == 1 and rounds[0] is None   # dropped, then the index was found at the log's end
+        assert m.stats() == {"memory": 399, "fts": 399, "vector": 399}

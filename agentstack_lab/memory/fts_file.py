@@ -55,7 +55,17 @@ _CREATE = ("CREATE VIRTUAL TABLE memory_fts USING fts5(key, content, content='',
            f"INSERT INTO memory_fts(memory_fts, rank) VALUES ('automerge', {AUTOMERGE})")
 _TOP = "coalesce((SELECT seq FROM src.sqlite_sequence WHERE name = 'memory_vec_log'), 0)"
 _DB_ID = "(SELECT created_at FROM src.vector_index WHERE id = 1)"   # which database the index belongs to
+_TEMP_ROWS = "CREATE TEMP TABLE IF NOT EXISTS fts_rows (rid INTEGER PRIMARY KEY, key TEXT, content TEXT)"
+_TEMP_GONE = "CREATE TEMP TABLE IF NOT EXISTS fts_gone (rid INTEGER PRIMARY KEY)"
 _STATE = f"SELECT seq, db_id IS {_DB_ID}, {_TOP} FROM fts_state WHERE id = 1"
+
+
+def _follows(c: Any, seq: int, same: bool, top: int) -> bool:
+    """Whether an index at log position ``seq`` can catch up from the change log (else it is rebuilt)."""
+    first = c.execute("SELECT min(seq) FROM src.memory_vec_log").fetchone()[0]
+    new = seq == 0 and c.execute("SELECT db_id FROM fts_state WHERE id = 1").fetchone()[0] is None
+    # a new index follows the log from its start, if it has one
+    return (same or new) and seq <= top and first is not None and first <= seq + 1
 
 
 class FtsFile(PerThreadConnections):
@@ -121,19 +131,62 @@ class FtsFile(PerThreadConnections):
             self._seen(seq)
             return seq
         bulk_cache(self.conn)   # the connection that writes the index
-        with self._catching, self.transaction() as c:
+        with self._catching:
+            while (top := self._catch_up_once()) is None:   # another process moved the index meanwhile
+                pass
+        self._seen(top)
+        return top
+
+    def _catch_up_once(self) -> int | None:
+        """One catch-up: read what changed, then write it; ``None`` when another process wrote the index between.
+
+        The changed rows are copied to temp tables inside a short read of both files; the index is then
+        written with no read of ``src`` open. A read open during the write (~0.1 s a 10k batch, most of a bulk
+        load's time) kept SQLite from restarting the workspace's WAL: it grew to 2 GB over 1M entries stored,
+        and each batch's commit took 65 ms instead of 12 (``store_many`` 1M, 10k a call).
+        """
+        c = self.conn
+        c.execute(_TEMP_ROWS)
+        c.execute(_TEMP_GONE)
+        with write_transaction(c, "BEGIN"):
+            seq, same, top = c.execute(_STATE).fetchone()
+            if seq == top and same:
+                return top
+            follows = _follows(c, seq, same, top)
+            if follows:
+                db_id = c.execute(f"SELECT {_DB_ID}").fetchone()[0]
+                last = c.execute("SELECT coalesce(max(id), 0) FROM memory_fts_docsize").fetchone()[0]
+                c.execute("INSERT INTO temp.fts_gone (rid) SELECT rid FROM src.memory_vec_log"
+                          " WHERE seq > ? AND seq <= ? AND rid <= ?", (seq, top, last))   # new rids: nothing to drop
+                c.execute("INSERT INTO temp.fts_rows (rid, key, content) SELECT rid, key, content FROM src.memory"
+                          " WHERE rid IN (SELECT rid FROM src.memory_vec_log WHERE seq > ? AND seq <= ?)", (seq, top))
+        if not follows:   # rebuilt under the index's write lock, reading src throughout: rare, and whole
+            return self._catch_up_whole()
+        try:
+            with self.transaction() as w:
+                if w.execute("SELECT seq FROM fts_state WHERE id = 1").fetchone()[0] != seq:
+                    return None
+                w.execute("DELETE FROM memory_fts WHERE rowid IN (SELECT rid FROM temp.fts_gone)")
+                w.execute("INSERT INTO memory_fts (rowid, key, content) SELECT rid, key, content FROM temp.fts_rows")
+                w.execute("UPDATE fts_state SET seq = ?, db_id = ? WHERE id = 1", (top, db_id))
+        finally:
+            c.execute("DELETE FROM temp.fts_rows")
+            c.execute("DELETE FROM temp.fts_gone")
+        return top
+
+    def _catch_up_whole(self) -> int:
+        """Catch up inside one write transaction of the index that reads ``src`` throughout (a rebuild)."""
+        with self.transaction() as c:
             seq, same, top = c.execute(_STATE).fetchone()
             if seq != top or not same:
-                first = c.execute("SELECT min(seq) FROM src.memory_vec_log").fetchone()[0]
-                held = c.execute("SELECT db_id FROM fts_state WHERE id = 1").fetchone()[0]
-                new = held is None and seq == 0   # a new index follows the log from its start, if it has one
-                if (not same and not new) or seq > top or first is None or first > seq + 1:
+                follows = _follows(c, seq, same, top)
+                if follows:
+                    self._apply(c, seq, top)
+                else:
+                    new = seq == 0 and c.execute("SELECT db_id FROM fts_state WHERE id = 1").fetchone()[0] is None
                     self._rebuild(c, "new" if new else "another database's" if not same else
                                   "behind the change log's start" if seq < top else "ahead of the change log")
-                else:
-                    self._apply(c, seq, top)
                 c.execute(f"UPDATE fts_state SET seq = ?, db_id = {_DB_ID} WHERE id = 1", (top,))
-        self._seen(top)
         return top
 
     @staticmethod
@@ -141,7 +194,7 @@ class FtsFile(PerThreadConnections):
         """Re-index the entries logged in ``(seq, top]``: drop their old rows, add what ``memory`` holds now."""
         last = c.execute("SELECT coalesce(max(id), 0) FROM memory_fts_docsize").fetchone()[0]
         c.execute("DELETE FROM memory_fts WHERE rowid IN (SELECT rid FROM src.memory_vec_log"
-                  " WHERE seq > ? AND seq <= ? AND rid <= ?)", (seq, top, last))   # new rids: nothing to drop
+                  " WHERE seq > ? AND seq <= ? AND rid <= ?)", (seq, top, last))
         c.execute("INSERT INTO memory_fts (rowid, key, content) SELECT rid, key, content FROM src.memory"
                   " WHERE rid IN (SELECT rid FROM src.memory_vec_log WHERE seq > ? AND seq <= ?)", (seq, top))
 
