@@ -16,6 +16,9 @@ at a consistent older position, and the next catch-up (:meth:`FtsFile.catch_up`)
 position (two small reads when nothing is new), so it sees every committed entry, as before. An index
 that cannot follow the log (the log was pruned past it, the index is ahead of it, or it belongs to
 another database) is rebuilt from ``memory`` in one transaction, with a warning in the log.
+A catch-up reads the changed rows in one short transaction (into temp tables) and writes the index in
+another, so no read of the workspace file stays open while the index is written: an open read keeps SQLite
+from restarting the workspace's WAL (see :meth:`FtsFile._catch_up_once`).
 
 Segments merge 16 at a time (``automerge``; FTS5's default is 4): with 10k-entry batches the default
 rewrote older entries through three levels of merges by 1M; this thread's CPU over the last tenth of 1M
