@@ -458,6 +458,39 @@ async def test_memory_tools_are_scoped_to_the_run_session(ws):
     assert entry.content == "churn fell in april" and entry.agent_id == run.id
 
 
+async def test_a_stopped_run_ends_only_after_its_memory_call_in_flight_is_done(ws, monkeypatch):
+    """An agent's memory tools run in a worker thread (engine/threads.py thread_call). Stopping the run while
+    one runs must not leave it running after the run ended: whoever awaited the run may close the workspace
+    next (a database closed under a read in another thread crashed the kernel). Here the search takes 0.5 s."""
+    import time
+
+    from agentstack_lab.memory import Memory
+
+    searching, original = [], Memory.search
+
+    def slow_search(self, *args, **kwargs):
+        searching.append(1)
+        try:
+            time.sleep(0.5)
+            return original(self, *args, **kwargs)
+        finally:
+            searching.remove(1)
+
+    monkeypatch.setattr(Memory, "search", slow_search)
+
+    def main(req):
+        return [tool_call("memory_search", {"query": "churn"})] if last_tool_result(req) is None else "done"
+
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main))).start()
+    while not searching:
+        await asyncio.sleep(0.01)
+    started = time.monotonic()
+    run.stop()
+    assert await run is None and run.status == "stopped"
+    assert searching == [], "the run ended while its memory search was still running"
+    assert time.monotonic() - started >= 0.3   # it waited for the search under way
+
+
 @pytest.mark.slow
 async def test_headless_subprocess_executor_run(ws):
     def main(req):

@@ -9,16 +9,17 @@ exactly as the widget does. Pause is a flag the agent honours between steps and 
 
 Its reads run in a worker thread. When the run ends it cancels this loop, and whoever started the run
 may close the workspace right after; a cancelled ``asyncio.to_thread`` returns at once while its thread
-goes on reading. So a read under way is waited for (:func:`_thread_call`): nothing of the loop touches
+goes on reading. So a read under way is waited for (:func:`~agentstack_lab.engine.threads.thread_call`): nothing of the loop touches
 the database after it was cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
+
+from agentstack_lab.engine.threads import thread_call
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.run import AgentRun
@@ -50,17 +51,6 @@ def apply_intervention(run: AgentRun, item: Any) -> None:
         raise ValueError(f"unknown intervention {item.action!r}")
 
 
-async def _thread_call(fn: Any, *args: Any) -> Any:
-    """``asyncio.to_thread(fn, *args)``; when cancelled, the call in the thread is waited for, then cancelled."""
-    call = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-    try:
-        return await asyncio.shield(call)
-    except asyncio.CancelledError:
-        with contextlib.suppress(BaseException):
-            await call
-        raise
-
-
 async def follow_interventions(run: AgentRun, db: Any) -> None:
     """Apply this run's queued interventions until cancelled."""
     from agentstack_lab.decisions import Interventions
@@ -74,13 +64,13 @@ async def follow_interventions(run: AgentRun, db: Any) -> None:
             polls += 1
             if version != seen or polls % 10 == 0:  # every second anyway: writes on this connection
                 seen = version
-                for item in await _thread_call(interventions.pending, run.id):
+                for item in await thread_call(interventions.pending, run.id):
                     error = None
                     try:
                         apply_intervention(run, item)
                     except (ValueError, KeyError, TypeError) as exc:
                         error = str(exc)
-                    await _thread_call(interventions.mark_applied, item.id, error)
+                    await thread_call(interventions.mark_applied, item.id, error)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed look is retried; the run goes on

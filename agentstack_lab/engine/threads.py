@@ -1,21 +1,40 @@
-"""``fork`` and ``wait`` for agent code running in a worker thread, bridged back to the run's loop.
+"""Worker threads of a run: ``fork``/``wait`` for agent code in a thread, and :func:`thread_call`.
 
 The live executor runs model-written code in a thread so the kernel's loop (and the widget's
 comms) stays responsive; ``fork(prompt, type=None)`` and ``wait(handle, timeout=None)`` called
 from that code hop to the run's loop with ``asyncio.run_coroutine_threadsafe`` and block the
 thread, never the loop.
+
+:func:`thread_call` is ``asyncio.to_thread`` for the database calls of a run (its interventions loop, the
+agents' memory tools): a cancelled ``to_thread`` returns at once while its thread goes on, and whoever awaited
+the run may close the workspace right after; a database closed under a read in another thread crashed the
+kernel (SIGSEGV). So a call under way is waited for before the cancellation goes on: nothing of a run
+touches the database after the run ended.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentstack_lab.engine.options import AgentRunError
 from agentstack_lab.engine.state import AgentNode
 
-__all__ = ["fork_from_thread", "wait_from_thread"]
+__all__ = ["fork_from_thread", "wait_from_thread", "thread_call"]
+
+
+async def thread_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``asyncio.to_thread(fn, *args, **kwargs)``; when cancelled, the call in the thread is waited for first."""
+    call = asyncio.ensure_future(asyncio.to_thread(functools.partial(fn, *args, **kwargs)))
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await call
+        raise
 
 
 def fork_from_thread(loop: asyncio.AbstractEventLoop,

@@ -8,12 +8,12 @@ run only through :class:`~agentstack_lab.engine.context.AgentContext`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.options import HeadlessQueryError
 from agentstack_lab.engine.redaction import redact
+from agentstack_lab.engine.threads import thread_call
 from agentstack_lab.events import ToolCall, ToolName, ToolResult
 from agentstack_lab.providers.base import ToolResultBlock, ToolSpec, ToolUseEvent
 
@@ -152,7 +152,7 @@ async def _memory_search(ctx: AgentContext, node: AgentNode, args: dict[str, Any
     if not isinstance(query, str) or not query.strip():
         raise ValueError("memory_search: 'query' must be a non-empty string")
     limit = int(args.get("limit") or 5)
-    hits = await asyncio.to_thread(memory.search, query, namespace=ctx.namespace, limit=limit)
+    hits = await thread_call(memory.search, query, namespace=ctx.namespace, limit=limit)
     items = [{"key": h.key, "content": redact(h.content, hidden), "score": round(float(h.score), 4)}
              for h in hits]  # redacted before the snippets below are cut
     text = "\n".join(f"- {i['key']}: {i['content'][:SNIPPET]}" for i in items) or "(no matches)"
@@ -170,7 +170,7 @@ async def _memory_store(ctx: AgentContext, node: AgentNode, args: dict[str, Any]
     tags = args.get("tags") or None
     namespace = ctx.namespace
     content = redact(content, hidden)  # the database never holds a secret, not even one the model repeats
-    await asyncio.to_thread(memory.store, key, content, namespace=namespace, agent_id=node.id, tags=tags)
+    await thread_call(memory.store, key, content, namespace=namespace, agent_id=node.id, tags=tags)
     if ctx.monitor is not None:
         ctx.monitor.deliverable(node, "memory")
     return {"stored": key, "namespace": namespace, "text": f"stored {key!r} in {namespace}"}
