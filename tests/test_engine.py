@@ -521,3 +521,36 @@ def test_run_options_refuse_a_timeout_that_is_not_a_finite_positive_number(bad):
     with pytest.raises(ValueError, match="timeout_s must be a finite number > 0"):
         RunOptions(timeout_s=bad)
     assert RunOptions(timeout_s=0.5).timeout_s == 0.5
+
+
+async def test_a_cancelled_event_log_flush_ends_its_write_before_it_gives_way(ws, monkeypatch):
+    """The event log writes in a worker thread (engine/log.py); a flusher cancelled mid-write (the kernel's
+    loop torn down) waits for that write, so nothing of it runs after the cancellation, and nothing is lost."""
+    import time
+
+    from agentstack_lab.engine.log import EventLog, read_events
+    from agentstack_lab.events import TextDelta
+
+    elog = EventLog(ws.db, "run-cancelled", interval=0.01)
+    writing, original = [], EventLog._write
+
+    def slow_write(self, events, rows):
+        writing.append(len(events))
+        time.sleep(0.4)
+        original(self, events, rows)
+        writing.append("done")
+
+    monkeypatch.setattr(EventLog, "_write", slow_write)
+    elog.start()
+    try:
+        elog.append(TextDelta(agent_id="a1", delta="hello"))
+        while not writing:
+            await asyncio.sleep(0.005)
+        elog._task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await elog._task
+        assert writing == [1, "done"]   # the write under way finished before the cancelled flusher ended
+        assert [ev.delta for _, ev in read_events(ws.db, "run-cancelled")] == ["hello"]
+    finally:
+        if elog._heartbeat is not None:
+            elog._heartbeat.stop()

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from agentstack_lab.engine.liveness import Heartbeat, register_owner
+from agentstack_lab.engine.threads import thread_call
 from agentstack_lab.events import OutboundEvent, from_wire, to_wire
 
 __all__ = ["EventLog", "read_events", "rebuild_tree", "list_runs"]
@@ -83,7 +84,7 @@ class EventLog:
             events, rows = self._take()
             if events or rows:
                 try:
-                    await asyncio.to_thread(self._write, events, rows)
+                    await thread_call(self._write, events, rows)   # a cancelled flush still ends its write
                 except Exception as exc:  # the run goes on; the log says what was lost
                     log.error("agentstack-lab: could not write %d events of run %s: %s", len(events), self.run_id, exc)
 

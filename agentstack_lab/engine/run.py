@@ -34,7 +34,7 @@ from agentstack_lab.engine.options import (
 )
 from agentstack_lab.engine.state import AgentNode, snapshot_tree
 from agentstack_lab.engine.steps import run_steps
-from agentstack_lab.engine.threads import fork_from_thread, wait_from_thread
+from agentstack_lab.engine.threads import fork_from_thread, thread_call, wait_from_thread
 from agentstack_lab.errors import AgentstackError, UsageError
 from agentstack_lab.events import (
     AgentCompleted,
@@ -413,7 +413,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
 
             rows = change_rows(changes, run_id=self.id, agent_id=node.id, call_id=call_id, secrets=self.secrets())
             try:
-                await asyncio.to_thread(provenance.write, self.workspace.db, rows)
+                await thread_call(provenance.write, self.workspace.db, rows)
             except Exception as exc:  # the code ran: its result still reaches the model; the log says what was lost
                 log.error("agentstack-lab: could not record provenance of %s (run %s): %s",
                           ", ".join(r["name"] for r in rows), self.id, exc)
