@@ -9,8 +9,8 @@ exactly as the widget does. Pause is a flag the agent honours between steps and 
 
 Its reads run in a worker thread. When the run ends it cancels this loop, and whoever started the run
 may close the workspace right after; a cancelled ``asyncio.to_thread`` returns at once while its thread
-goes on reading. So a read under way is waited for (:func:`~agentstack_lab.engine.threads.thread_call`): nothing of the loop touches
-the database after it was cancelled.
+goes on reading. So a read under way is waited for (:func:`~agentstack_lab.engine.threads.thread_call`):
+nothing of the loop touches the database after it was cancelled.
 """
 
 from __future__ import annotations

@@ -63,12 +63,14 @@ _TEMP_GONE = "CREATE TEMP TABLE IF NOT EXISTS fts_gone (rid INTEGER PRIMARY KEY)
 _STATE = f"SELECT seq, db_id IS {_DB_ID}, {_TOP} FROM fts_state WHERE id = 1"
 
 
-def _follows(c: Any, seq: int, same: bool, top: int) -> bool:
-    """Whether an index at log position ``seq`` can catch up from the change log (else it is rebuilt)."""
+def _rebuild_reason(c: Any, seq: int, same: bool, top: int) -> str | None:
+    """Why an index at log position ``seq`` cannot catch up from the change log (it is rebuilt), or ``None``."""
     first = c.execute("SELECT min(seq) FROM src.memory_vec_log").fetchone()[0]
     new = seq == 0 and c.execute("SELECT db_id FROM fts_state WHERE id = 1").fetchone()[0] is None
-    # a new index follows the log from its start, if it has one
-    return (same or new) and seq <= top and first is not None and first <= seq + 1
+    if (same or new) and seq <= top and first is not None and first <= seq + 1:
+        return None   # (a new index follows the log from its start, if it has one)
+    return ("new" if new else "another database's" if not same else
+            "behind the change log's start" if seq < top else "ahead of the change log")
 
 
 class FtsFile(PerThreadConnections):
@@ -149,13 +151,13 @@ class FtsFile(PerThreadConnections):
         and each batch's commit took 65 ms instead of 12 (``store_many`` 1M, 10k a call).
         """
         c = self.conn
-        c.execute(_TEMP_ROWS)
-        c.execute(_TEMP_GONE)
+        for sql in (_TEMP_ROWS, _TEMP_GONE, "DELETE FROM temp.fts_rows", "DELETE FROM temp.fts_gone"):
+            c.execute(sql)
         with write_transaction(c, "BEGIN"):
             seq, same, top = c.execute(_STATE).fetchone()
             if seq == top and same:
                 return top
-            follows = _follows(c, seq, same, top)
+            follows = _rebuild_reason(c, seq, same, top) is None
             if follows:
                 db_id = c.execute(f"SELECT {_DB_ID}").fetchone()[0]
                 last = c.execute("SELECT coalesce(max(id), 0) FROM memory_fts_docsize").fetchone()[0]
@@ -182,13 +184,11 @@ class FtsFile(PerThreadConnections):
         with self.transaction() as c:
             seq, same, top = c.execute(_STATE).fetchone()
             if seq != top or not same:
-                follows = _follows(c, seq, same, top)
-                if follows:
+                why = _rebuild_reason(c, seq, same, top)
+                if why is None:
                     self._apply(c, seq, top)
                 else:
-                    new = seq == 0 and c.execute("SELECT db_id FROM fts_state WHERE id = 1").fetchone()[0] is None
-                    self._rebuild(c, "new" if new else "another database's" if not same else
-                                  "behind the change log's start" if seq < top else "ahead of the change log")
+                    self._rebuild(c, why)
                 c.execute(f"UPDATE fts_state SET seq = ?, db_id = {_DB_ID} WHERE id = 1", (top,))
         return top
 
@@ -197,7 +197,7 @@ class FtsFile(PerThreadConnections):
         """Re-index the entries logged in ``(seq, top]``: drop their old rows, add what ``memory`` holds now."""
         last = c.execute("SELECT coalesce(max(id), 0) FROM memory_fts_docsize").fetchone()[0]
         c.execute("DELETE FROM memory_fts WHERE rowid IN (SELECT rid FROM src.memory_vec_log"
-                  " WHERE seq > ? AND seq <= ? AND rid <= ?)", (seq, top, last))
+                  " WHERE seq > ? AND seq <= ? AND rid <= ?)", (seq, top, last))   # new rids: nothing to drop
         c.execute("INSERT INTO memory_fts (rowid, key, content) SELECT rid, key, content FROM src.memory"
                   " WHERE rid IN (SELECT rid FROM src.memory_vec_log WHERE seq > ? AND seq <= ?)", (seq, top))
 
