@@ -125,6 +125,12 @@ class AgentsConfig(_Section):
     timeout_s: float | None = Field(None, gt=0)
     auto_approve: bool = False
     executor: Literal["live", "subprocess"] = "live"
+    max_turns: int = Field(8, ge=1)
+    # a question nobody answered up front: fail closed, wait for any surface, auto-approve (unset: each
+    # surface's own choice, wait where a person is at a widget, fail on headless surfaces)
+    on_query: Literal["fail", "wait", "auto"] | None = None
+    decision_timeout: float | None = Field(None, gt=0)  # seconds an unanswered question waits, then fails closed
+    max_workers: int = Field(4, ge=0)  # in-process workers of a coordinated run
     # Dask scheduler where coordinated runs (--coordinate) place their subagents ("tcp://host:8786" or
     # "local"); None: in-process workers and any `agentstack-lab worker` process
     cluster: str | None = None

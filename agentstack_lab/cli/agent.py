@@ -124,7 +124,7 @@ def _failure_line(run: Any, auto_approve: bool) -> str:
 
 
 async def _run(prompt: str, *, ws: Workspace, agent_type: str | None, provider: str | None, model: str | None,
-               options: dict[str, Any], session: str | None, as_json: bool) -> Any:
+               options: Any, session: str | None, as_json: bool) -> Any:
     from agentstack_lab.engine import AgentRun
 
     run = AgentRun(prompt, workspace=ws, provider=provider, agent_type=agent_type, options=options, model=model,
@@ -158,16 +158,18 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
                 agent_type: str = typer.Option(None, "--type", "-t", help="Root agent type (default: config)."),
                 provider: str = typer.Option(None, "--provider", "-p", help="Provider name (default: config)."),
                 model: str = typer.Option(None, "--model", "-m", help="Model name for the provider."),
-                auto_approve: bool = typer.Option(False, "--auto-approve",
-                                                  help="Let agents run Python without asking (else: fail closed)."),
-                executor: str = typer.Option("subprocess", "--executor", "-e",
-                                             help="Where code runs: subprocess (isolated) or live (this process)."),
+                auto_approve: bool = typer.Option(None, "--auto-approve/--no-auto-approve", show_default=False,
+                                                  help="Let agents run Python without asking (default: config "
+                                                       "agents.auto_approve, else fail closed)."),
+                executor: str = typer.Option(None, "--executor", "-e",
+                                             help="Where code runs: subprocess (isolated) or live (this process); "
+                                                  "default: config agents.executor, else subprocess."),
                 answer: list[str] = typer.Option(None, "--answer", "-a", metavar="KIND=TEXT",
                                                  help="Answer a clarification/blocking/final question up front."),
-                on_query: str = typer.Option("fail", "--on-query", metavar="fail|wait|auto",
+                on_query: str = typer.Option(None, "--on-query", metavar="fail|wait|auto",
                                              help="A question nobody answered up front: fail closed, wait for an "
                                                   "answer from any surface (`agentstack-lab decisions`), or "
-                                                  "auto-approve."),
+                                                  "auto-approve (default: config agents.on_query, else fail)."),
                 decision_timeout: str = typer.Option(None, "--decision-timeout", metavar="DURATION",
                                                      help="With --on-query wait: expire a question after this long "
                                                           "(e.g. 90s, 10m) and fail closed (default: wait forever)."),
@@ -179,7 +181,10 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
                                             help="Place a --coordinate run's subagents on a Dask cluster: "
                                                  "tcp://scheduler:8786, or 'local' (default: agents.cluster of "
                                                  "the config; needs the dask extra)."),
-                max_depth: int = typer.Option(None, "--max-depth"),
+                max_depth: int = typer.Option(None, "--max-depth", help="Deepest level of subagents (default 2)."),
+                max_children: int = typer.Option(None, "--max-children", help="Subagents per agent (default 4)."),
+                max_agents: int = typer.Option(None, "--max-agents", help="Agents in the whole tree (default 16)."),
+                max_tokens: int = typer.Option(None, "--max-tokens", help="Token budget of the whole tree."),
                 timeout: float = typer.Option(None, "--timeout", help="Wall-clock budget in seconds."),
                 session: str = typer.Option(None, "--session", "-s", help="Run within this session."),
                 identity: str = typer.Option(None, "--identity", "-i",
@@ -189,53 +194,57 @@ def run_command(ctx: typer.Context, prompt: str = typer.Argument(..., help="What
                                                 "cassette (JSON Lines; secrets redacted)."),
                 replay: str = typer.Option(None, "--replay", metavar="PATH",
                                            help="Serve the model's replies from this cassette: no network, no key."),
-                replay_mode: str = typer.Option("strict", "--replay-mode", metavar="strict|new_episodes",
-                                                help="A request the cassette lacks: fail (strict) or ask the real "
-                                                     "provider and record it (new_episodes; with --record, to that "
-                                                     "file, else appended to the cassette)."),
+                replay_mode: str = typer.Option(None, "--replay-mode", metavar="strict|new_episodes",
+                                                help="A request the cassette lacks: fail (strict, the default) or ask "
+                                                     "the real provider and record it (new_episodes; with --record, "
+                                                     "to that file, else appended to the cassette)."),
                 as_json: bool = JSON_OPTION):
     """Run an agent tree headless, streaming its text and tool calls; exit 1 unless it completed."""
-    if executor not in ("subprocess", "live"):
+    if executor is not None and executor not in ("subprocess", "live"):
         raise UsageError(f"--executor must be 'subprocess' or 'live', got {executor!r}")
-    if on_query not in ("fail", "wait", "auto"):
+    if on_query is not None and on_query not in ("fail", "wait", "auto"):
         raise UsageError(f"--on-query must be fail, wait or auto; got {on_query!r}")
-    if decision_timeout is not None and on_query != "wait":
-        raise UsageError("--decision-timeout only applies with --on-query wait")
-    options: dict[str, Any] = {"interactive": False, "auto_approve": auto_approve, "executor": executor,
-                               "answers": _answers(answer or []), "subagents": not no_subagents,
-                               "on_query": on_query, "decision_timeout": decision_timeout,
-                               "coordinate": coordinate}
-    if max_workers is not None:
-        options["max_workers"] = check_int("--max-workers", max_workers, maximum=1_000)
+    given: dict[str, Any] = {"auto_approve": auto_approve, "executor": executor, "on_query": on_query,
+                             "decision_timeout": decision_timeout, "identity": identity, "record": record,
+                             "replay": replay, "replay_mode": replay_mode,
+                             "subagents": False if no_subagents else None, "coordinate": True if coordinate else None}
+    if answer:
+        given["answers"] = _answers(answer)
+    for name, flag, value in (("max_workers", "--max-workers", max_workers), ("max_depth", "--max-depth", max_depth),
+                              ("max_children", "--max-children", max_children),
+                              ("max_agents", "--max-agents", max_agents)):
+        if value is not None:
+            given[name] = check_int(flag, value, minimum=1 if name == "max_agents" else 0, maximum=1_000)
+    if max_tokens is not None:
+        given["max_tokens"] = check_int("--max-tokens", max_tokens, minimum=1)
+    if timeout is not None:
+        given["timeout_s"] = check_float("--timeout", timeout, above=0)
     if cluster is not None:
-        if not coordinate:
-            raise UsageError("--cluster only applies with --coordinate")
         from agentstack_lab.coordination.dask import check_address
 
         check_address(cluster)
-        options["cluster"] = cluster
-    if max_depth is not None:
-        options["max_depth"] = check_int("--max-depth", max_depth, maximum=1_000)
-    if timeout is not None:
-        options["timeout_s"] = check_float("--timeout", timeout, above=0)
-    if identity is not None:
-        options["identity"] = identity
-    options.update(record=record, replay=replay, replay_mode=replay_mode)
-    from agentstack_lab.engine import RunOptions
+        given["cluster"] = cluster
+    given = {k: v for k, v in given.items() if v is not None}
+    from agentstack_lab.engine.options import run_options
 
-    RunOptions(**options)  # bad cassette options: one line before the workspace is even opened
+    run_options(None, surface="terminal", given=given)  # bad values: one line before the workspace is even opened
     ws = open_workspace(ctx)
+    options = run_options(ws.config, surface="terminal", given=given)
+    if decision_timeout is not None and options.query_policy != "wait":
+        raise UsageError("--decision-timeout only applies with --on-query wait")
+    if cluster is not None and not options.coordinate:
+        raise UsageError("--cluster only applies with --coordinate")
     if session is not None:  # "" is an error, never "no session"
         ws.sessions.require_active(session)
     run = asyncio.run(_run(prompt, ws=ws, agent_type=agent_type, provider=provider, model=model,
                            options=options, session=session, as_json=as_json))
     if as_json:
         print_json({"run_id": run.id, "status": run.status, "result": run.result, "error": run.error,
-                    "tree": run.tree})
+                    "options": run.options.to_dict(), "tree": run.tree})
     elif run.status == "completed":
         console().print(f"\n[green]✔ completed[/green] [dim](run {run.id})[/dim]")
     if run.status != "completed":
-        raise fail(_failure_line(run, auto_approve), EXIT_FAIL)
+        raise fail(_failure_line(run, run.options.auto_approve), EXIT_FAIL)
 
 
 # --- list / tree ----------------------------------------------------------------------------------

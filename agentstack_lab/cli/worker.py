@@ -34,6 +34,34 @@ def _types(text: str | None) -> list[str] | None:
     return types
 
 
+def _run_flags(auto_approve: bool | None, on_query: str | None, decision_timeout: str | None, no_subagents: bool,
+               executor: str | None, max_depth: int | None, answer: list[str] | None) -> dict[str, Any]:
+    """The run options a ``queue add`` or ``worker`` line sets (checked by the one builder, one line if bad)."""
+    from agentstack_lab.cli.agent import _answers
+    from agentstack_lab.engine.options import run_options
+
+    given = {"auto_approve": auto_approve, "on_query": on_query, "decision_timeout": decision_timeout,
+             "subagents": False if no_subagents else None, "executor": executor,
+             "max_depth": None if max_depth is None else check_int("--max-depth", max_depth, maximum=1_000),
+             "answers": _answers(answer) if answer else None}
+    given = {k: v for k, v in given.items() if v is not None}
+    run_options(None, surface="worker", given=given)
+    return given
+
+
+AUTO_APPROVE = typer.Option(None, "--auto-approve/--no-auto-approve", show_default=False,
+                            help="Let the agents run Python without asking (default: config agents.auto_approve).")
+ON_QUERY = typer.Option(None, "--on-query", metavar="fail|wait|auto",
+                        help="A question nobody answered up front: fail closed (default), wait for any surface, "
+                             "or auto-approve.")
+DECISION_TIMEOUT = typer.Option(None, "--decision-timeout", metavar="DURATION",
+                                help="With --on-query wait: expire a question after this long (e.g. 90s, 10m).")
+NO_SUBAGENTS = typer.Option(False, "--no-subagents", help="Answer without subagents.")
+EXECUTOR = typer.Option(None, "--executor", "-e", help="Where code runs: subprocess (default) or live.")
+MAX_DEPTH = typer.Option(None, "--max-depth", help="Deepest level of subagents.")
+ANSWER = typer.Option(None, "--answer", "-a", metavar="KIND=TEXT", help="Answer a question up front.")
+
+
 def worker(ctx: typer.Context,
            types: str = typer.Option(None, "--types", help="Comma-separated agent types to take (default: all)."),
            concurrency: int = typer.Option(1, "--concurrency", "-c", help="Tasks run at once."),
@@ -41,12 +69,15 @@ def worker(ctx: typer.Context,
            grace: float = typer.Option(10.0, "--grace", help="Seconds to finish running tasks on Ctrl-C/SIGTERM."),
            provider: str = typer.Option(None, "--provider", "-p", help="Provider for the agents (default: config)."),
            until_empty: bool = typer.Option(False, "--until-empty", help="Exit when no task of its types is left."),
-           as_json: bool = JSON_OPTION):
+           auto_approve: bool = AUTO_APPROVE, on_query: str = ON_QUERY, decision_timeout: str = DECISION_TIMEOUT,
+           no_subagents: bool = NO_SUBAGENTS, executor: str = EXECUTOR, max_depth: int = MAX_DEPTH,
+           answer: list[str] = ANSWER, as_json: bool = JSON_OPTION):
     """Claim queued tasks and run each as an agent until Ctrl-C/SIGTERM (or --until-empty)."""
     kinds = _types(types)
     concurrency = check_int("--concurrency", concurrency, minimum=1, maximum=1_000)
     lease = check_float("--lease", lease, above=0)
     grace = check_float("--grace", grace, minimum=0)
+    run_flags = _run_flags(auto_approve, on_query, decision_timeout, no_subagents, executor, max_depth, answer)
     ws = open_workspace(ctx)
     if kinds is not None:
         registry = ws.agent_types
@@ -57,7 +88,8 @@ def worker(ctx: typer.Context,
     from agentstack_lab.engine import AgentRun
     from agentstack_lab.engine.coordinate import Worker
 
-    w = Worker(ws, run_cls=AgentRun, types=kinds, concurrency=concurrency, lease_s=lease, provider=provider)
+    w = Worker(ws, run_cls=AgentRun, types=kinds, concurrency=concurrency, lease_s=lease, provider=provider,
+               options=run_flags)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -80,13 +112,17 @@ def worker(ctx: typer.Context,
 def queue_add(ctx: typer.Context, input: str = typer.Argument(..., help="The task (the agent's prompt)."),  # noqa: A002
               agent_type: str = typer.Option("researcher", "--type", "-t", help="Agent type."),
               priority: int = typer.Option(5, "--priority", help="1-10, higher first."),
-              as_json: bool = JSON_OPTION):
-    """Queue a task for any worker; prints its id."""
+              auto_approve: bool = AUTO_APPROVE, on_query: str = ON_QUERY, decision_timeout: str = DECISION_TIMEOUT,
+              no_subagents: bool = NO_SUBAGENTS, executor: str = EXECUTOR, max_depth: int = MAX_DEPTH,
+              answer: list[str] = ANSWER, as_json: bool = JSON_OPTION):
+    """Queue a task for any worker; prints its id. Run options given here go with the task (over the worker's)."""
     from agentstack_lab.coordination import TaskQueue
 
+    run_flags = _run_flags(auto_approve, on_query, decision_timeout, no_subagents, executor, max_depth, answer)
     ws = open_workspace(ctx)
     ws.agent_types.get(agent_type)
-    task = TaskQueue(ws.db).enqueue(agent_type, input, priority=priority)
+    task = TaskQueue(ws.db).enqueue(agent_type, input, priority=priority,
+                                    payload={"options": run_flags} if run_flags else None)
     if as_json:
         print_json(task.to_dict())
     else:

@@ -67,11 +67,12 @@ _PASSED_OPTIONS = ("max_depth", "max_children", "max_agents", "max_turns", "auto
 
 
 async def run_queued(workspace: Any, task: QueuedTask, *, run_cls: type[AgentRun], provider: Any = None,
-                     executor: Any = None) -> dict[str, Any]:
+                     executor: Any = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run one queued task as an agent; returns ``{"text", "status", "runId", "agentId", "tree"}``.
 
     A task queued by a coordinated run (``payload.runId``) runs attached to that run's tree; any other
-    task is a headless run of its own (``interactive=False``; its options come from ``payload.options``).
+    task is a headless run of its own (``interactive=False``): its options are the config's ``agents``, then the
+    worker's ``options`` (``agentstack-lab worker --auto-approve``, ...), then the task's ``payload.options``.
     Raises the run's failure, so the worker fails the task; for an attached run as a
     :class:`~agentstack_lab.coordination.TaskFailure` whose result carries the subtree (the run
     logged the child's ``error`` already: the coordinator announces it, it does not log it again).
@@ -79,7 +80,9 @@ async def run_queued(workspace: Any, task: QueuedTask, *, run_cls: type[AgentRun
     module does not import the run that imports it.
     """
     payload = task.payload or {}
-    options = {"interactive": False, "final_question": False, **(payload.get("options") or {})}
+    from agentstack_lab.engine.options import run_options
+
+    options = run_options(workspace.config, surface="worker", given={**(options or {}), **(payload.get("options") or {})})
     attach = None
     if payload.get("runId") and payload.get("parentId"):
         attach = Attachment(run_id=payload["runId"], parent_id=payload["parentId"], agent_id=task.id,
@@ -95,7 +98,7 @@ async def run_queued(workspace: Any, task: QueuedTask, *, run_cls: type[AgentRun
         raise TaskFailure(f"{type(exc).__name__}: {exc}", {"text": run.result, "status": run.status, "runId": run.run_id,
                                                            "agentId": run.id, "tree": run.tree}) from exc
     return {"text": run.result, "status": run.status, "runId": run.run_id, "agentId": run.id,
-            "tree": run.tree if attach else None}
+            "tree": run.tree if attach else None, "options": run.options.to_dict()}
 
 
 class Worker(QueueWorker):
@@ -108,16 +111,17 @@ class Worker(QueueWorker):
         concurrency: tasks at once.
         lease_s: lease per claim (a heartbeat renews it every third of it).
         provider: provider name or object for the agents (default: the workspace's).
+        options: run options of its tasks over the config's (a task's own ``payload.options`` win).
     """
 
     def __init__(self, workspace: Any, *, run_cls: type[AgentRun], types: list[str] | tuple[str, ...] | None = None,
                  concurrency: int = 1, lease_s: float | None = None, provider: Any = None, worker_id: str | None = None,
-                 idle_poll: float = 0.5, extra: dict[str, Any] | None = None):
+                 idle_poll: float = 0.5, extra: dict[str, Any] | None = None, options: dict[str, Any] | None = None):
         queue = TaskQueue(workspace.db, **({"lease_s": lease_s} if lease_s is not None else {}))
 
         async def runner(task: QueuedTask) -> dict[str, Any]:  # ``extra``: read when the task ends
             try:
-                done = await run_queued(workspace, task, run_cls=run_cls, provider=provider)
+                done = await run_queued(workspace, task, run_cls=run_cls, provider=provider, options=options)
             except TaskFailure as exc:
                 exc.result.update(extra or {})
                 raise

@@ -1,16 +1,28 @@
-"""Run options and the errors a run raises (re-exported by :mod:`agentstack_lab.engine.run`)."""
+"""Run options, the one builder every surface uses, and the errors a run raises.
+
+Every surface builds a run's options the same way (:func:`run_options`): the built-in defaults, then the
+surface's own defaults (headless surfaces run code in a subprocess and do not wait for a person), then the
+fields the workspace config's ``agents`` section sets, then what the caller chose explicitly. The result
+knows where each value came from (:attr:`RunOptions.sources`), so every surface can show a run's effective
+options. Network clients (the server's REST and WebSocket) may set only :data:`NETWORK_OPTIONS`, and their
+cassette paths stay inside the workspace (:func:`network_options`).
+"""
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from agentstack_lab.errors import AgentstackError, UsageError
 from agentstack_lab.events import QUERY_KINDS
 
-__all__ = ["RunOptions", "Attachment", "QUERY_KINDS", "ON_QUERY", "parse_duration", "AgentRunError", "HeadlessQueryError", "BudgetExceededError",
+__all__ = ["RunOptions", "Attachment", "QUERY_KINDS", "ON_QUERY", "SURFACES", "NETWORK_OPTIONS", "run_options",
+           "network_options", "parse_duration", "AgentRunError", "HeadlessQueryError", "BudgetExceededError",
            "AgentFailedError"]
-
 
 
 ON_QUERY = ("fail", "wait", "auto")
@@ -175,24 +187,176 @@ class RunOptions:
                              "(replay what the cassette has, record what it lacks)")
 
     @property
+    def given(self) -> frozenset[str]:
+        """The fields the caller set (``RunOptions(max_depth=1).given == {"max_depth"}``); the rest come from config."""
+        return self.__dict__.get("_given", frozenset(f.name for f in fields(self)))
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Where each field's value came from: ``default``, ``surface``, ``config`` or ``explicit``."""
+        known: dict[str, str] = self.__dict__.get("_sources") or {}
+        return {f.name: known.get(f.name, "explicit" if f.name in self.given else "default") for f in fields(self)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The effective options as plain JSON values (a cluster client shows as its type's name)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "cluster" and value is not None and not isinstance(value, str):
+                value = type(value).__name__
+            out[f.name] = dict(value) if isinstance(value, dict) else value
+        return out
+
+    @property
     def query_policy(self) -> str:
         """The effective ``on_query`` policy (see :attr:`on_query`)."""
         return self.on_query or ("wait" if self.interactive else "fail")
 
     @classmethod
     def coerce(cls, value: Any, config: Any = None) -> RunOptions:
-        """From ``RunOptions``, a dict, or ``None`` (then the workspace's ``agents`` config section)."""
-        if isinstance(value, cls):
+        """From ``RunOptions``, a dict, or ``None``, over the workspace config (see :func:`run_options`).
+
+        A ``RunOptions`` built by :func:`run_options` (every field resolved) is returned as is; one made by
+        hand contributes only the fields its caller set, so ``RunOptions(max_depth=1)`` keeps the config's
+        other limits.
+        """
+        if isinstance(value, cls) and value.given == frozenset(f.name for f in fields(cls)):
             return value
-        base: dict[str, Any] = {}
-        agents_cfg = getattr(config, "agents", None)
-        if agents_cfg is not None:
-            base = {f.name: getattr(agents_cfg, f.name) for f in fields(cls) if hasattr(agents_cfg, f.name)}
-        if value is not None:
-            if not isinstance(value, dict):
-                raise TypeError(f"options must be RunOptions or a dict, got {type(value).__name__}")
-            unknown = sorted(set(value) - {f.name for f in fields(cls)})
-            if unknown:
-                raise ValueError(f"unknown run options {unknown}; valid: {', '.join(f.name for f in fields(cls))}")
-            base.update(value)
-        return cls(**base)
+        return run_options(config, given=value)
+
+
+def _track_given(cls: type[RunOptions]) -> type[RunOptions]:
+    """Wrap the generated ``__init__`` so an instance remembers which fields its caller passed."""
+    generated = cls.__init__
+
+    @functools.wraps(generated)
+    def __init__(self: RunOptions, **kwargs: Any) -> None:
+        self.__dict__["_given"] = frozenset(kwargs)
+        generated(self, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    return cls
+
+
+_track_given(RunOptions)
+
+Surface = Literal["python", "notebook", "terminal", "mcp", "lab", "worker", "acp"]
+SURFACES: tuple[str, ...] = ("python", "notebook", "terminal", "mcp", "lab", "worker", "acp")
+
+_HEADLESS: dict[str, Any] = {"interactive": False, "executor": "subprocess"}
+_SURFACE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "python": {}, "notebook": {}, "lab": {}, "acp": {},
+    "terminal": _HEADLESS, "mcp": _HEADLESS, "worker": {**_HEADLESS, "final_question": False},
+}
+"""What a surface chooses when neither the config nor its caller does: headless surfaces (no person at a
+widget) fail a question closed and run code in a subprocess; the config's ``agents`` section overrides these."""
+
+NETWORK_OPTIONS: frozenset[str] = frozenset({
+    "max_depth", "max_children", "max_agents", "max_tokens", "timeout_s", "auto_approve", "subagents", "answers",
+    "executor", "max_turns", "final_question", "identity", "on_query", "decision_timeout", "coordinate",
+    "max_workers", "record", "replay", "replay_mode"})
+"""The options a network client (REST ``POST runs``, WebSocket ``start-agent``) may set; ``interactive``
+and ``cluster`` come only from the server's side (config ``agents.cluster``)."""
+
+
+def config_options(config: Any) -> dict[str, Any]:
+    """The run options the workspace config's ``agents`` section sets explicitly (its file names them)."""
+    agents = getattr(config, "agents", None)
+    if agents is None:
+        return {}
+    names = {f.name for f in fields(RunOptions)}
+    chosen = getattr(agents, "model_fields_set", None)
+    keys = (set(chosen) if chosen is not None else set(vars(agents))) & names
+    return {k: getattr(agents, k) for k in sorted(keys)}
+
+
+def run_options(config: Any = None, *, surface: str = "python",
+                given: RunOptions | Mapping[str, Any] | None = None) -> RunOptions:
+    """The one options builder: built-in defaults < the surface's < the config's ``agents`` < ``given``.
+
+    ``given``: what the caller chose (a mapping, or a ``RunOptions`` whose :attr:`~RunOptions.given` fields
+    count). The result has every field resolved and records each one's source.
+
+    Raises:
+        UsageError: An unknown option or a bad value (one line naming it); nothing is started.
+    """
+    if surface not in _SURFACE_DEFAULTS:
+        raise UsageError(f"unknown surface {surface!r}; expected one of {', '.join(SURFACES)}")
+    names = [f.name for f in fields(RunOptions)]
+    if isinstance(given, RunOptions):
+        explicit = {k: getattr(given, k) for k in given.given}
+    elif given is None:
+        explicit = {}
+    elif isinstance(given, Mapping):
+        explicit = dict(given)
+        unknown = sorted(set(explicit) - set(names))
+        if unknown:
+            raise UsageError(f"unknown run options {unknown}; valid: {', '.join(names)}")
+    else:
+        raise UsageError(f"options must be RunOptions or a dict, got {type(given).__name__}")
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for source, layer in (("surface", _SURFACE_DEFAULTS[surface]), ("config", config_options(config)),
+                          ("explicit", explicit)):
+        for key, value in layer.items():
+            values[key], sources[key] = value, source
+    try:
+        options = RunOptions(**values)
+    except UsageError:
+        raise
+    except (ValueError, TypeError) as exc:  # RunOptions' own checks: one line naming the field
+        raise UsageError(str(exc)) from None
+    options.__dict__["_given"] = frozenset(names)
+    options.__dict__["_sources"] = sources
+    return options
+
+
+def _snake(key: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+
+
+def network_options(given: Any, root: Path) -> dict[str, Any]:
+    """A network client's options, checked: only :data:`NETWORK_OPTIONS`, cassette paths inside ``root``.
+
+    Keys may be snake_case or camelCase. ``record``/``replay`` are paths relative to the workspace folder
+    (absolute paths and ``..`` refused); ``record`` never overwrites an existing file unless it is the
+    ``replay`` cassette itself under ``replay_mode="new_episodes"`` (which appends what was new).
+
+    Raises:
+        UsageError: One line naming the option that is not allowed or not valid.
+    """
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise UsageError(f"options must be a JSON object, got {type(given).__name__}")
+    options: dict[str, Any] = {}
+    for key, value in given.items():
+        name = _snake(str(key))
+        if name == "cluster":
+            raise UsageError("option cluster cannot be set by a network client; it comes from config agents.cluster")
+        if name not in NETWORK_OPTIONS:
+            raise UsageError(f"unknown or server-side run option {key!r}; a client may set: "
+                             f"{', '.join(sorted(NETWORK_OPTIONS))}")
+        options[name] = value
+    base = root.resolve()
+    for name in ("record", "replay"):
+        value = options.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise UsageError(f"option {name} must be a cassette path inside the workspace, got {value!r}")
+        rel = Path(value)
+        if rel.is_absolute() or ".." in rel.parts:
+            raise UsageError(f"option {name} must be a path inside the workspace (no absolute path, no ..), "
+                             f"got {value!r}")
+        path = (base / rel).resolve()
+        if base != path and base not in path.parents:  # a symlink leading out
+            raise UsageError(f"option {name}: {value!r} leads outside the workspace")
+        options[name] = os.fspath(path)
+    record = options.get("record")
+    if record is not None and Path(record).exists():
+        appends = options.get("replay") == record and options.get("replay_mode") == "new_episodes"
+        if not appends:
+            raise UsageError(f"option record: {given.get('record')!r} exists; a client never overwrites a cassette "
+                             "(record to a new file, or replay and record the same file with replay_mode new_episodes)")
+    return options

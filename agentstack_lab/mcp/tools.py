@@ -75,23 +75,29 @@ class Toolbox(DecisionTools, SystemTools):
         agent_type: Annotated[str | None, Field(description="Root agent type (see agent_types).")] = None,
         provider: Annotated[str | None, Field(description="Provider name; default: the workspace config's.")] = None,
         model: str | None = None,
-        auto_approve: Annotated[bool, Field(description="Let agents run Python without asking. Without it a "
-                                                        "run that wants to run code fails closed.")] = False,
-        executor: Literal["subprocess", "live"] = "subprocess",
+        auto_approve: Annotated[bool | None, Field(description="Let agents run Python without asking. Default: "
+                                                               "config agents.auto_approve; without it a run that "
+                                                               "wants to run code fails closed.")] = None,
+        executor: Annotated[Literal["subprocess", "live"] | None, Field(
+            description="Where code runs; default: config agents.executor, else subprocess.")] = None,
         wait: Annotated[bool, Field(description="Wait for the end and return result and tree.")] = False,
         session_id: SessionId = None,
         session_token: SessionToken = None,
         max_depth: Annotated[int | None, Field(ge=0, le=8)] = None,
-        subagents: bool = True,
+        max_children: Annotated[int | None, Field(ge=0, le=1000, description="Subagents per agent.")] = None,
+        max_agents: Annotated[int | None, Field(ge=1, le=1000, description="Agents in the whole tree.")] = None,
+        max_tokens: Annotated[int | None, Field(ge=1, description="Token budget of the whole tree.")] = None,
+        subagents: bool | None = None,
         timeout_s: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None,
         answers: Annotated[dict[QuestionKind, str] | None,
                            Field(description="Answers given up front to the agents' questions.")] = None,
         identity: Annotated[str | None, Field(min_length=1, description="Id or display name of the persistent "
                                                                         "identity the run acts as (not retired).")
                             ] = None,
-        on_query: Annotated[Literal["fail", "wait", "auto"], Field(
+        on_query: Annotated[Literal["fail", "wait", "auto"] | None, Field(
             description="A question nobody answered up front: fail closed, wait for an answer from any surface "
-                        "(decision_answer, the CLI, a notebook), or auto-approve.")] = "fail",
+                        "(decision_answer, the CLI, a notebook), or auto-approve. Default: config "
+                        "agents.on_query, else fail.")] = None,
         decision_timeout: Annotated[float | None, Field(gt=0, description="With on_query=wait: seconds before an "
                                                         "unanswered question expires and the run fails.")] = None,
     ) -> dict[str, Any]:
@@ -102,29 +108,28 @@ class Toolbox(DecisionTools, SystemTools):
             self._session(session_id, session_token)
         elif session_token is not None:
             raise UsageError("session_token was given without session_id")
-        options: dict[str, Any] = {"interactive": False, "auto_approve": auto_approve, "executor": executor,
-                                   "subagents": subagents, "answers": dict(answers or {}), "on_query": on_query,
-                                   "decision_timeout": decision_timeout}
-        if max_depth is not None:
-            options["max_depth"] = max_depth
-        if timeout_s is not None:
-            options["timeout_s"] = timeout_s
-        if identity is not None:
-            options["identity"] = identity
+        from agentstack_lab.engine.options import run_options
+
+        given = {"auto_approve": auto_approve, "executor": executor, "subagents": subagents,
+                 "answers": dict(answers) if answers else None, "on_query": on_query,
+                 "decision_timeout": decision_timeout, "max_depth": max_depth, "max_children": max_children,
+                 "max_agents": max_agents, "max_tokens": max_tokens, "timeout_s": timeout_s, "identity": identity}
+        options = run_options(self.ws.config, surface="mcp", given={k: v for k, v in given.items() if v is not None})
         run = AgentRun(prompt, workspace=self.ws, provider=provider, agent_type=agent_type, options=options,
                        model=model, session_id=session_id, origin="mcp")
         self.runs[run.id] = run
         run.start()
         if not wait:
             await asyncio.sleep(0)  # let the run write its first state
-            return {"run_id": run.id, "status": run.status, "done": False}
+            return {"run_id": run.id, "status": run.status, "done": False, "options": run.options.to_dict()}
         await run.wait(raise_on_error=False)
         return self._run_summary(run)
 
     def _run_summary(self, run: Any) -> dict[str, Any]:
         root = run.tree
         return {"run_id": run.id, "status": run.status, "done": run.done, "result": run.result,
-                "error": run.error or root.get("error"), "session_id": run.session_id, "tree": root}
+                "error": run.error or root.get("error"), "session_id": run.session_id,
+                "options": run.options.to_dict(), "tree": root}
 
     def agent_status(self, agent_id: Annotated[str, Field(min_length=1, description="Agent id, name or run id.")]
                      ) -> dict[str, Any]:

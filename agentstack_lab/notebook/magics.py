@@ -109,11 +109,12 @@ def _check_names(args: AgentArgs, workspace: Workspace, namespace: dict[str, Any
 
 
 def _options(args: AgentArgs, workspace: Workspace) -> Any:
-    """The line's options over the workspace's ``agents`` config (the one merge ``RunOptions.coerce`` does)."""
-    from agentstack_lab.engine import RunOptions
+    """The line's options over the workspace's ``agents`` config (the one builder every surface uses)."""
+    from agentstack_lab.engine.options import run_options
 
-    return RunOptions.coerce({**args.given_options(), "subagents": args.subagents,
-                              "interactive": not args.wait, "answers": dict(args.answers)}, workspace.config)
+    return run_options(workspace.config, surface="notebook",
+                       given={**args.given_options(), "subagents": args.subagents, "interactive": not args.wait,
+                              "answers": dict(args.answers)})
 
 
 def _running_loop() -> Any:

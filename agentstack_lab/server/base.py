@@ -37,11 +37,14 @@ class ServerState:
     runs: dict[str, Any] = field(default_factory=dict)
 
     def start_run(self, prompt: str, agent_type: str | None = None, options: dict[str, Any] | None = None) -> Any:
-        from agentstack_lab.engine import AgentRun, RunOptions
+        from agentstack_lab.engine import AgentRun
+        from agentstack_lab.engine.options import network_options, run_options
 
         if not isinstance(prompt, str) or not prompt.strip():
             raise UsageError("start-agent needs a non-empty prompt")
-        opts = RunOptions.coerce(dict(options or {}))
+        # a network client sets only the documented subset; the rest is the workspace config's
+        opts = run_options(self.workspace.config, surface="lab",
+                           given=network_options(options, self.workspace.root))
         run = AgentRun(prompt, workspace=self.workspace, provider=self.provider, agent_type=agent_type,
                        options=opts, origin="lab")
         self.runs[run.id] = run.start()

@@ -52,7 +52,7 @@ class RunsHandler(BaseHandler):
         data = self.body()
         run = self.state.start_run(data.get("prompt", ""), data.get("type") or data.get("agentType"),
                                    data.get("options") or {})
-        self.reply({"runId": run.id, "status": run.status}, status=201)
+        self.reply({"runId": run.id, "status": run.status, "options": run.options.to_dict()}, status=201)
 
 
 def _run_stats(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -71,7 +71,9 @@ class RunHandler(BaseHandler):
         from agentstack_lab.engine.log import rebuild_tree
 
         run_id = _resolve(self.db, run_ref, resolve_run)
-        self.reply({"runId": run_id, "tree": rebuild_tree(self.db, run_id)})
+        local = self.state.runs.get(run_id)
+        options = local.options.to_dict() if local is not None else None  # known for runs this server started
+        self.reply({"runId": run_id, "tree": rebuild_tree(self.db, run_id), "options": options})
 
 
 class RunEventsHandler(BaseHandler):
