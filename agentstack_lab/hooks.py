@@ -12,25 +12,41 @@ condition over the :class:`HookContext` (a callable, or the config's ``when`` fi
 starts its workflow notebook as ``agentstack-lab workflow run`` in a child process (the executed
 notebook lands under ``.agentstack/workflows/``) and then fires the ``workflow`` event. Triggers
 come from the config (``hooks.triggers``) and from plugins (``register_workflow_triggers``).
+
+Triggers never storm: the started workflow process (its kernel, and anything it starts) carries
+``AGENTSTACK_TRIGGERED_BY`` in its environment, and no trigger is evaluated where it is set; the other
+hooks still fire there. A trigger that fails when it fires (its notebook is missing, its condition
+raises, the process does not start) prints one line on this process's stderr; ``agentstack-lab config
+validate`` checks the configured triggers' notebooks beforehand (:func:`check_trigger_notebooks`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HOOK_EVENTS", "HookContext", "WorkflowTrigger", "fire", "triggers_for", "start_workflow", "RunHooks"]
+from agentstack_lab.errors import AgentstackError, message
+
+__all__ = ["HOOK_EVENTS", "TRIGGERED_ENV", "HookContext", "WorkflowTrigger", "TriggerError", "fire", "triggers_for",
+           "start_workflow", "check_trigger_notebooks", "RunHooks"]
 
 log = logging.getLogger(__name__)
 
 HOOK_EVENTS = ("session_start", "session_end", "pre_task", "post_task", "workflow")
+# set (to the trigger's id) in the environment of a workflow a trigger started: no trigger fires there
+TRIGGERED_ENV = "AGENTSTACK_TRIGGERED_BY"
+
+
+class TriggerError(AgentstackError):
+    """A workflow trigger could not start its workflow (the message says why, one line)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,29 +122,71 @@ def _disabled(config: Any) -> tuple[str, ...]:
     return tuple(getattr(getattr(config, "plugins", None), "disabled", ()) or ())
 
 
+def _is_path(spec: str) -> bool:
+    """A path (a separator or an ``.ipynb`` suffix), not a built-in workflow's bare name."""
+    seps = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+    return any(s in spec for s in seps) or spec.endswith(".ipynb")
+
+
+def _notebook(root: Path, spec: str) -> str:
+    """The notebook to run for ``spec``: a file under ``root``, else a built-in name for ``workflow run``."""
+    if (root / spec).is_file():
+        return str(root / spec)
+    if _is_path(spec):
+        raise TriggerError(f"notebook not found: {root / spec}")
+    return spec  # a built-in workflow's name, resolved by `agentstack-lab workflow run`
+
+
+def check_trigger_notebooks(config: Any, root: Path, builtins: Collection[str]) -> None:
+    """Check that every configured trigger's notebook is a file under ``root`` or one of ``builtins``.
+
+    Raises:
+        ConfigError: one line naming each trigger whose notebook is missing, and the path looked for.
+    """
+    from agentstack_lab.config import ConfigError
+
+    problems = []
+    for i, t in enumerate(config.hooks.triggers):
+        if (root / t.workflow).is_file() or (not _is_path(t.workflow) and t.workflow in builtins):
+            continue
+        what = "notebook not found" if _is_path(t.workflow) else "no such notebook and no built-in workflow of that name"
+        problems.append(f"hooks.triggers[{i}] (id {t.id!r}): workflow {t.workflow!r}: {what}: {root / t.workflow}")
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
 def start_workflow(workspace: Any, trigger: WorkflowTrigger, context: HookContext) -> dict[str, Any]:
     """Start ``trigger``'s workflow notebook headless in a child process; returns where its output goes.
 
     A child process (``agentstack-lab workflow run``), not this one: a notebook run takes seconds and a
-    kernel of its own, and the hook must return at once.
+    kernel of its own, and the hook must return at once. The child's environment names the trigger
+    (``TRIGGERED_ENV``), so the runs inside that workflow fire no trigger themselves.
+
+    Raises:
+        TriggerError: the notebook is a path that does not exist.
     """
     root = Path(workspace.root)
+    notebook = _notebook(root, trigger.workflow_id)
     out_dir = Path(workspace.db_path).parent / "workflows"
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     output = out_dir / f"{trigger.id}-{stamp}-{(context.agent_id or 'run')[:8]}.ipynb"
-    notebook = trigger.workflow_id
-    if (root / notebook).is_file():
-        notebook = str(root / notebook)
     args = [sys.executable, "-m", "agentstack_lab.cli", "workflow", "run", notebook, "-o", str(output),
             "--cwd", str(root)]
     for name, value in trigger.options.items():
         args += ["-p", name, str(value)]
+    env = {**os.environ, TRIGGERED_ENV: trigger.id}
     with open(output.with_suffix(".log"), "wb") as logfile:
         proc = subprocess.Popen(args, cwd=root, stdout=logfile, stderr=subprocess.STDOUT,  # noqa: S603
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     log.info("agentstack-lab: trigger %s started workflow %s (pid %s) -> %s", trigger.id, notebook, proc.pid, output)
     return {"trigger": trigger.id, "workflow": notebook, "output": str(output), "pid": proc.pid}
+
+
+def _failed(trigger: WorkflowTrigger, what: str, exc: BaseException) -> None:
+    """One line on stderr for a trigger that failed as it fired (the traceback goes to the debug log)."""
+    log.debug("agentstack-lab: workflow trigger %s: %s", trigger.id, what, exc_info=exc)
+    print(f"agentstack-lab: workflow trigger {trigger.id!r} failed: {what}: {message(exc)}", file=sys.stderr)
 
 
 def _call(name: str, fn: Callable[..., Any], context: HookContext) -> None:
@@ -143,19 +201,23 @@ def _builtin(context: HookContext) -> None:
     log.debug("agentstack-lab hook %s: run %s agent %s", context.event, context.run_id, context.agent_id)
     if context.event == "workflow":
         return
+    if os.environ.get(TRIGGERED_ENV):  # inside a workflow a trigger started: no trigger fires (no storm)
+        log.debug("agentstack-lab: triggers not evaluated here: a workflow started by trigger %s",
+                  os.environ[TRIGGERED_ENV])
+        return
     for trigger in triggers_for(context.workspace):
         if context.event not in trigger.events:
             continue
         try:
             matched = bool(trigger.condition(context))
-        except Exception:
-            log.exception("agentstack-lab: condition of workflow trigger %s failed (skipped)", trigger.id)
+        except Exception as exc:  # noqa: BLE001 - a trigger never breaks the run
+            _failed(trigger, "its condition raised", exc)
             continue
         if matched:
             try:
                 started = start_workflow(context.workspace, trigger, context)
-            except Exception:
-                log.exception("agentstack-lab: workflow trigger %s could not start %s", trigger.id, trigger.workflow_id)
+            except Exception as exc:  # noqa: BLE001
+                _failed(trigger, f"could not start workflow {trigger.workflow_id!r}", exc)
                 continue
             fire(context.workspace, replace(context, event="workflow",
                                             metadata={**context.metadata, "trigger": started}))

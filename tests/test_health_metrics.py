@@ -55,7 +55,7 @@ def test_healthy_workspace_exits_0(tmp_path):
     code, report = health(folder)
     assert code == 0 and report["status"] == "healthy", report
     checks = by_name(report)
-    assert {"database", "writable", "migrations", "embedder", "provider", "queue", "agents"} <= set(checks)
+    assert {"database", "writable", "migrations", "events", "memory", "embedder", "provider", "queue", "agents"} <= set(checks)
     assert "matches the database" in checks["embedder"]["detail"]
     live = cli(folder, "system", "health", "--kind", "live", "--json")
     assert live.returncode == 0 and json.loads(live.stdout)["kind"] == "live"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from mcp.client.session import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +44,8 @@ def _command() -> list[str]:
 async def mcp_client(workspace: Path, *, log: str = "server.stderr", env: dict[str, str] | None = None):
     """A real ``agentstack-lab mcp`` server process on ``workspace``; its stderr goes to ``workspace/log``."""
     cmd = _command()
+    if env is None and "PYTHONPATH" in os.environ:  # the server imports the code under test (mcp passes few vars)
+        env = {**get_default_environment(), "PYTHONPATH": os.environ["PYTHONPATH"]}
     params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp", "--workspace", str(workspace)],
                                    cwd=str(workspace), env=env)
     with open(workspace / log, "w") as errlog:

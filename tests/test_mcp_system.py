@@ -42,7 +42,7 @@ async def test_spawn_update_identities_health_and_config(workdir):
 
         health = await call(s, "system_health")
         assert health["status"] == "healthy" and {c["name"] for c in health["checks"]} >= {
-            "database", "writable", "migrations", "embedder", "provider", "queue", "agents"}
+            "database", "writable", "migrations", "events", "memory", "embedder", "provider", "queue", "agents"}
         assert (await call(s, "system_health", kind="live"))["kind"] == "live"
         config = await call(s, "system_config")
         assert config["config"]["providers"]["openai"]["api_key"] == "***"

@@ -1,7 +1,8 @@
 """``agentstack-lab config show|validate``: the effective configuration, and a check of a config file.
 
 ``validate`` is a check: exit 0 when the file is valid, 1 when it is not (the line names the field,
-including a provider or embedder name no plugin registered), 2 when there is no such file.
+including a provider or embedder name no plugin registered, or a workflow trigger whose notebook is
+neither a file beside the config nor a built-in workflow), 2 when there is no such file.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def config_validate(path: Path = typer.Argument(None, help="Config file (default
                     as_json: bool = JSON_OPTION):
     """Check a config file; errors name the field (exit 1 when invalid, 2 when there is no such file)."""
     from agentstack_lab.config import ConfigError, check_names, find_config_file, load_config
+    from agentstack_lab.hooks import check_trigger_notebooks
     from agentstack_lab.plugins import load_plugins
+    from agentstack_lab.workflows.catalog import builtin_workflows
     from agentstack_lab.workspace import build_registries
 
     file = path or find_config_file()
@@ -52,6 +55,8 @@ def config_validate(path: Path = typer.Argument(None, help="Config file (default
         cfg = load_config(file) if file is not None else load_config(start=Path.cwd())
         known = build_registries(load_plugins())  # the names a workspace would have: built-ins and plugins
         check_names(cfg, providers=known.providers.names(), embedders=known.embedders.names())
+        root = Path(file).resolve().parent if file is not None else Path.cwd()  # the workspace folder
+        check_trigger_notebooks(cfg, root, builtins=builtin_workflows() if cfg.hooks.triggers else ())
     except ConfigError as exc:
         if as_json:
             print_json({"ok": False, "file": str(Path(file).resolve()) if file else None, "error": str(exc)})

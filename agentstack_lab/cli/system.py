@@ -1,13 +1,14 @@
 """``agentstack-lab system ...``: the workspace's health (seed §11.3) and its configuration (secrets masked).
 
-``system health`` exits 0 healthy, 1 degraded, 2 unhealthy, so a probe or CI step can gate on it.
+``system health`` exits 0 healthy, 1 degraded, 2 unhealthy, so a probe or CI step can gate on it; a
+folder with no workspace database is an error (exit 2) and the check creates nothing on disk.
 """
 
 from __future__ import annotations
 
 import typer
 
-from agentstack_lab.cli.common import JSON_OPTION, open_workspace, print_json, table
+from agentstack_lab.cli.common import JSON_OPTION, CommandError, open_workspace, print_json, table
 
 __all__ = ["app"]
 
@@ -25,7 +26,10 @@ def health_command(ctx: typer.Context,
         from agentstack_lab.errors import UsageError
 
         raise UsageError(f"--kind must be one of {', '.join(KINDS)}; got {kind!r}")
-    report = check(open_workspace(ctx, announce_new=False), kind)
+    ws = open_workspace(ctx, announce_new=False)
+    if not ws.db_path.is_file():  # checking must not create the workspace it checks
+        raise CommandError(f"no workspace at {ws.root}: {ws.db_path} does not exist")
+    report = check(ws, kind)
     if as_json:
         print_json(report)
     else:

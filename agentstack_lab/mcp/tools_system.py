@@ -89,7 +89,7 @@ class SystemTools:
 
     # --- system (seed §11.3) -----------------------------------------------------------------------
     def system_health(self, kind: Literal["live", "ready", "detailed"] = "detailed") -> dict[str, Any]:
-        """Health (healthy, degraded or unhealthy) with each check: database, migrations, embedder, queue, agents."""
+        """Health (healthy, degraded or unhealthy) with each check: database, events, memory backend, embedder, provider, queue, agents."""
         from agentstack_lab.monitoring.health import check
 
         return check(self.ws, kind)

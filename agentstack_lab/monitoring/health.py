@@ -1,21 +1,26 @@
 """Liveness, readiness and a detailed check of the workspace (design seed §11.3).
 
-``live``: this process answers. ``ready``: the database opens, takes a write and its migrations are
-current. ``detailed``: ``ready`` plus the embedder (it loads, and its name, model and dimension match
-what the database recorded for its vectors), the default provider (configured: its key is set), the
-queue (depth; claims whose lease expired = a worker died and nobody reclaimed them yet), stuck agents
+``live``: this process answers. ``ready``: the database opens, takes a write, its migrations are
+current and its ``events`` table is there, and the memory backend answers (PostgreSQL when
+``memory.backend`` says so; down is unhealthy). ``detailed``: ``ready`` plus the embedder (it loads, and
+its name, model and dimension match what the database recorded for its vectors; a remote one that does
+not answer is degraded), the default provider (configured: its key is set; a remote one must answer
+over HTTP, else degraded), the queue (depth; claims whose lease expired = a worker died and nobody reclaimed them yet), stuck agents
 (unfinished, no state change for ``monitoring.max_time_without_deliverable_s``) and agents the
 resource monitor paused. Each check is ``healthy``, ``degraded`` (works, with a warning) or
 ``unhealthy``; the report's status is the worst. Surfaces: ``agentstack-lab system health`` (exit 0/1/2),
 MCP ``system_health``, ``/agentstack/api/health/{live,ready,detailed}`` (503 when unhealthy).
 
 The queue checks read ``task_queue`` (``coordination/``, durable queue): without that table they say so.
+Every network probe (PostgreSQL, Ollama, OpenAI, Anthropic) gives up after ``PROBE_TIMEOUT_S``; the HTTP
+probes send no key (any HTTP answer counts: the key itself is the provider check's business).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +31,7 @@ if TYPE_CHECKING:
     from agentstack_lab.embeddings.registry import Embedder
     from agentstack_lab.store.connection import Database
 
-__all__ = ["check", "Checked", "KINDS", "STATUSES", "EXIT_CODES", "worst"]
+__all__ = ["check", "Checked", "KINDS", "STATUSES", "EXIT_CODES", "PROBE_TIMEOUT_S", "worst"]
 
 
 class Checked(Protocol):
@@ -48,6 +53,7 @@ class Checked(Protocol):
 KINDS = ("live", "ready", "detailed")
 STATUSES = ("healthy", "degraded", "unhealthy")
 EXIT_CODES = {"healthy": 0, "degraded": 1, "unhealthy": 2}
+PROBE_TIMEOUT_S = 2.0  # a health check answers in seconds, whatever the configured request timeouts
 
 
 def _item(name: str, status: str, detail: str = "", **extra: Any) -> dict[str, Any]:
@@ -94,10 +100,76 @@ def _db_checks(ws: Checked) -> tuple[list[dict[str, Any]], Any]:
             out.append(_item("migrations", "healthy", f"{len(MIGRATIONS)} applied"))
     except Exception as exc:  # noqa: BLE001
         out.append(_item("migrations", "unhealthy", _error(exc)))
+    try:  # every run appends its events here; without the table no surface can follow a run
+        if _has_table(db, "events"):
+            last = db.query("SELECT max(seq) FROM events")[0][0]
+            out.append(_item("events", "healthy", f"last sequence number {last or 0}"))
+        else:
+            out.append(_item("events", "unhealthy", "the events table is missing"))
+    except Exception as exc:  # noqa: BLE001
+        out.append(_item("events", "unhealthy", _error(exc)))
     return out, db
 
 
+def _memory(ws: Checked) -> dict[str, Any]:
+    """The memory backend answers: the workspace database, or the configured PostgreSQL (a fresh connection)."""
+    cfg = ws.config.memory
+    if cfg.backend != "postgres":
+        return _item("memory", "healthy", "sqlite (the workspace database)")
+    pg = cfg.postgres
+    if pg.dsn is None or not pg.dsn.get_secret_value().strip():
+        return _item("memory", "unhealthy", "memory.postgres.dsn: required when memory.backend is 'postgres'")
+    try:
+        from agentstack_lab.memory.backends.postgres import PgDatabase
+
+        db = PgDatabase(pg.dsn.get_secret_value(), connect_timeout=min(pg.connect_timeout, PROBE_TIMEOUT_S),
+                        migrate=False)
+        try:
+            db.query("SELECT 1")
+        finally:
+            db.close()
+    except Exception as exc:  # noqa: BLE001 - the message names the server, never the password
+        return _item("memory", "unhealthy", _error(exc))
+    return _item("memory", "healthy", f"postgres at {db.path} answers")
+
+
+def _endpoint(name: str, config: Any) -> str | None:
+    """The URL a built-in remote provider or embedder ``name`` answers on (configured base URL), else None."""
+    from agentstack_lab.providers.registry import provider_settings
+
+    base = provider_settings(config, name).get("base_url")
+    if name == "ollama":
+        from agentstack_lab.providers.ollama import ollama_base_url
+
+        return ollama_base_url(base) + "/api/version"
+    if name == "openai":
+        return (base or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/") + "/models"
+    if name == "anthropic":
+        return (base or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com").rstrip("/") + "/v1/models"
+    return None
+
+
+def _unanswered(name: str, config: Any) -> str | None:
+    """Why remote ``name`` does not answer an HTTP GET within ``PROBE_TIMEOUT_S``; None when it answers (or is local)."""
+    url = _endpoint(name, config)
+    if url is None:
+        return None
+    import httpx
+
+    shown = url
+    try:
+        parsed = httpx.URL(url)
+        shown = str(parsed.copy_with(username=None, password=None, query=None))
+        httpx.get(parsed, timeout=PROBE_TIMEOUT_S, follow_redirects=False)
+    except Exception as exc:  # noqa: BLE001 - refused, timed out, unresolvable, malformed: it does not answer
+        return f"{name} at {shown} does not answer: {_error(exc)}"
+    return None
+
+
 def _embedder(ws: Checked, db: Any) -> dict[str, Any]:
+    down = _unanswered(ws.config.memory.embedder, ws.config)
+    if down is not None:  # memory search falls back to keywords meanwhile: degraded, not down
+        return _item("embedder", "degraded", down)
     try:
         emb = ws.embedder
         vectors = emb.embed(["agentstack-lab health check"])
@@ -126,6 +198,9 @@ def _provider(ws: Checked) -> dict[str, Any]:
         ws.get_provider(name)
     except Exception as exc:  # noqa: BLE001 - a missing key is the usual answer
         return _item("provider", "degraded", f"default provider {name!r} is not usable: {_error(exc)}")
+    down = _unanswered(name, ws.config)
+    if down is not None:
+        return _item("provider", "degraded", f"default provider {name!r}: {down}")
     return _item("provider", "healthy", f"default provider {name!r} configured")
 
 
@@ -192,6 +267,7 @@ def check(ws: Checked, kind: str = "detailed") -> dict[str, Any]:
     if kind in ("ready", "detailed"):
         found, db = _db_checks(ws)
         checks += found
+        checks.append(_memory(ws))
         if kind == "detailed":
             checks.append(_embedder(ws, db))
             checks.append(_provider(ws))
