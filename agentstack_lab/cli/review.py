@@ -62,6 +62,10 @@ def run_command(ctx: typer.Context, file: Path = typer.Argument(..., help="The c
         raise CommandError(f"no such file: {file}")
     code = file.read_text("utf-8", errors="replace")
     loops = _loops(ctx)
+    from agentstack_lab.workflows.review_loop import SKIP_REASON, reviews_nothing
+
+    if reviews_nothing(provider, script):
+        typer.echo(f"warning: the review will be skipped, {SKIP_REASON}", err=True)
 
     async def go() -> Any:
         loop = loops.start(code, path=file.name, max_iterations=max_iterations, provider=provider,
