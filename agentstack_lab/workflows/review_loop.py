@@ -301,7 +301,8 @@ class ReviewLoops:
             path: Its file name, shown to the agents.
             kind: ``code`` or ``diff`` (default: ``diff`` when ``code`` looks like a unified diff).
             max_iterations: Reviews at most; FAIL at the last one ends the loop ``failed``.
-            provider: A provider name or object for both agents (default: offline ``scripted``).
+            provider: A provider name or object for both agents (default: offline ``scripted``; with no
+                ``script`` it reviews nothing, so the loop ends ``error``).
             script: With ``scripted``: the :class:`ReviewScript` to play (or its dict, or a JSON file).
             reviewer_type: Agent type of the reviewer (``ws.agent_types``).
             coder_type: Agent type of the coder.
