@@ -50,8 +50,9 @@ def _findings_rows(issues: list[Any]) -> list[list[Any]]:
 def run_command(ctx: typer.Context, file: Path = typer.Argument(..., help="The code (or unified diff) to review."),
                 max_iterations: int = typer.Option(3, "--max-iterations", "-n", min=1, max=50,
                                                    help="Reviews at most."),
-                provider: str = typer.Option(None, "--provider", "-p", help="Provider for both agents "
-                                                                            "(default: offline scripted)."),
+                provider: str = typer.Option(None, "--provider", "-p", help="Provider for both agents (default: "
+                                                                            "offline scripted; with no --script it "
+                                                                            "reviews nothing: exit 2)."),
                 script: Path = typer.Option(None, "--script", help="JSON file of scripted verdicts and revisions "
                                                                    "(provider scripted)."),
                 context: str = typer.Option("", "--context", help="Extra text for the reviewer."),
@@ -62,6 +63,10 @@ def run_command(ctx: typer.Context, file: Path = typer.Argument(..., help="The c
         raise CommandError(f"no such file: {file}")
     code = file.read_text("utf-8", errors="replace")
     loops = _loops(ctx)
+    from agentstack_lab.workflows.review_loop import SKIP_REASON, reviews_nothing
+
+    if reviews_nothing(provider, script):
+        typer.echo(f"warning: the review will be skipped, {SKIP_REASON}", err=True)
 
     async def go() -> Any:
         loop = loops.start(code, path=file.name, max_iterations=max_iterations, provider=provider,

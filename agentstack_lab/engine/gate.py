@@ -10,8 +10,9 @@ Every agent is a task (same id) mirrored by the event log; this module adds what
 * consensus (``consensus`` config, seed §4.2): the subtasks a parent is about to spawn are risk-rated;
   when required they wait on a checkpoint (a ``consensus`` decision). ``auto`` approves, ``human``
   waits for any surface (the parent shows ``waiting_user``), ``adversarial`` runs a reviewer agent
-  (a node under the parent, in the tree) whose structured verdict decides. Rejected subtasks are
-  not spawned; the parent is told which and why.
+  (a node under the parent, in the tree) whose structured verdict decides; a review that fails decides
+  nothing, the run's ``on_query`` policy does (``fail`` fails the run with the reason). Rejected
+  subtasks are not spawned; the parent is told which and why.
 """
 
 from __future__ import annotations
@@ -136,14 +137,39 @@ class RunControl:
         elif strategy == "adversarial":
             cp = await self._adversarial(parent, cp)
         else:
-            parent.set_status("waiting_user")
-            self.run.emit_state(parent)
-            try:
-                cp = await consensus.wait(cp.id)
-            finally:
-                if parent.status == "waiting_user":
-                    parent.set_status("running")
+            cp = await self._wait_for_person(parent, cp)
         return self._apply(parent, cp, plan)
+
+    async def _wait_for_person(self, parent: AgentNode, cp: Any) -> Any:
+        parent.set_status("waiting_user")
+        self.run.emit_state(parent)
+        try:
+            return await self._service().wait(cp.id)
+        finally:
+            if parent.status == "waiting_user":
+                parent.set_status("running")
+
+    async def _unreviewed(self, parent: AgentNode, cp: Any, error: str) -> Any:
+        """The adversarial review could not decide: the run's ``on_query`` policy does.
+
+        ``fail`` (headless default) fails the run naming the error, ``auto`` approves, ``wait`` leaves the
+        checkpoint to any surface (``agentstack-lab decisions``), as for a ``human`` checkpoint.
+        """
+        from agentstack_lab.engine.options import HeadlessQueryError
+
+        consensus = self._service()
+        policy = self.run.options.query_policy
+        parent.metadata["consensus"]["reviewError"] = error
+        if policy == "auto":
+            return consensus.approve(cp.id, feedback=f"{error}; approved by on_query=auto", by="on_query=auto",
+                                     surface="policy", reviewer_type="policy")
+        if policy == "wait":
+            return await self._wait_for_person(parent, cp)
+        consensus.reject(cp.id, feedback=f"{error}; the run failed (on_query=fail)", by="on_query=fail",
+                         surface="policy", reviewer_type="policy")
+        raise HeadlessQueryError(
+            f"consensus checkpoint {cp.id}: {error}; nobody decided the plan (on_query=fail). Fix the reviewer, "
+            "or run with on_query='wait' (answer with `agentstack-lab decisions`) or on_query='auto'", "consensus")
 
     def _apply(self, parent: AgentNode, cp: Any, plan: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
         decision = cp.decision or {}
@@ -190,11 +216,10 @@ class RunControl:
         consensus = self._service()
         try:
             verdict, completion = await structured(run.provider, request, ConsensusVerdict)
-        except Exception as exc:  # noqa: BLE001 - a broken review must not let risky work through
+        except Exception as exc:  # noqa: BLE001 - a broken review decides nothing: the run's on_query does
             error = f"adversarial review failed: {type(exc).__name__}: {exc}"
             run.finish_agent(node, "failed", error=error)
-            return consensus.reject(cp.id, feedback=f"{error} (every subtask rejected)", by=node.id,
-                                    surface="adversarial", reviewer_type="adversarial")
+            return await self._unreviewed(parent, cp, error)
         run.charge(node, completion.usage)
         known = {s.id for s in cp.proposed_subtasks}
         rejected = [i for i in verdict.rejected_subtask_ids if i in known]

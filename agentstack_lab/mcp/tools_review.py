@@ -44,7 +44,8 @@ class ReviewTools:
         max_iterations: Annotated[int, Field(ge=1, le=50, description="Reviews at most; a FAIL at the last one "
                                                                      "ends the loop failed.")] = 3,
         provider: Annotated[str | None, Field(description="Provider for both agents; default: the offline "
-                                                          "'scripted' one.")] = None,
+                                                          "'scripted' one, which with no script reviews nothing "
+                                                          "(the loop ends error, never passed).")] = None,
         script: Annotated[dict[str, Any] | None, Field(
             description="With provider 'scripted': {\"verdicts\": [verdict objects or raw replies], "
                         "\"revisions\": [code]} played in order (the last repeats).")] = None,

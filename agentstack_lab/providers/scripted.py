@@ -349,6 +349,10 @@ def demo_reply(request: ProviderRequest) -> Any:
         follow = f" (a follow-up to: {(earlier[-1].strip().splitlines() or [''])[0][:200]})" if earlier else ""
         return (f"{OFFLINE_TAG} This is an offline demo answer to: {prompt.strip()}{follow}\n"
                 "No real model was called; configure a provider for real answers.")
+    if step == "consensus_review":  # the adversarial consensus reviewer: offline, it can only let the plan run
+        return {"approved": True, "rejected_subtask_ids": [],
+                "feedback": f"{OFFLINE_TAG} No model reviewed this plan (offline scripted provider); approved "
+                            "unreviewed so the demo runs. Configure a provider for a real adversarial review."}
     if step == "summary":
         return _demo_summary(_first_user_text(request))
     return f"{OFFLINE_TAG} No real model was called. You said: {_first_user_text(request)[:500]}"

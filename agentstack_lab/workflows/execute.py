@@ -232,6 +232,9 @@ async def run_notebook(notebook: str | Path, *, parameters: dict[str, Any] | Non
     if status == "pass" and report.get("verdict") in ("FAIL", "ERROR"):
         status, message = _STATUS[report["verdict"]], f"workflow verdict {report['verdict']} ({_summary(report)})"
     message = message or f"workflow verdict PASS ({_summary(report)})"
+    reviewer = (report.get("decision") or {}).get("reviewer") or {}
+    if reviewer.get("skipped"):  # one line on the terminal: the verdict did not come from a reviewer
+        result.warnings.append(f"the reviewer gate was skipped, it decided nothing: {reviewer.get('reason')}")
     result.duration = time.monotonic() - t0
 
     def finish(status: str, message: str) -> None:  # a run that could not complete is ERROR, never FAIL

@@ -6,8 +6,9 @@ either fails the pass; the report's ``decision`` says which gates decided and li
 findings, which also join the phase's findings. A reviewer reply that is not a valid verdict, or a
 reviewer run that fails, raises: the workflow ends ERROR (exit 2) naming the field, never PASS.
 
-Offline (no key, ``provider="scripted"``) the reviewer passes and says no model reviewed anything;
-``script=`` (a :class:`~agentstack_lab.workflows.review_loop.ReviewScript` or its JSON file) plays
+Offline (no key, ``provider="scripted"``) no model reviews anything, so the ``reviewer`` gate is recorded
+``SKIPPED``: it never decides, the report's ``decision.reviewer`` says it was skipped and why, and
+``workflow run`` prints one warning line. ``script=`` (a :class:`~agentstack_lab.workflows.review_loop.ReviewScript` or its JSON file) plays
 chosen verdicts instead, so a CI job can check its gating without a model.
 """
 
@@ -81,5 +82,8 @@ async def reviewer_gate(scope: PhaseScope, subject: str, *, kind: str = "code", 
         scope.add_finding(Finding(claim=f.claim, contradiction=f.evidence or "(the reviewer gave no evidence)",
                                   severity=f.severity, evidence=[f"{where} [reviewer]".strip()], file=f.file or path,
                                   line=f.line))
+    if outcome.skipped:  # no model reviewed anything: the gate decides nothing
+        scope.skip_gate("reviewer", outcome.to_dict()["skipReason"])
+        return outcome
     scope.gate("reviewer", verdict.passed, f"{len(verdict.findings)} finding(s): {verdict.summary}".rstrip(": "))
     return outcome

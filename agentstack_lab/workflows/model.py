@@ -195,11 +195,12 @@ class WorkflowReport:
     phases: list[PhaseResult]
     iterations: int
     max_iterations: int
-    documents_scanned: int = 0
-    documents_updated: int = 0
-    sections_removed: int = 0
-    sections_added: int = 0
-    diagrams_updated: int = 0
+    # the documentation counters: None (left out of the summary) unless the workflow counted documents
+    documents_scanned: int | None = None
+    documents_updated: int | None = None
+    sections_removed: int | None = None
+    sections_added: int | None = None
+    diagrams_updated: int | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -212,13 +213,29 @@ class WorkflowReport:
         return [f for result in self.phases for f in result.findings]
 
     @property
+    def unique_findings(self) -> list[Finding]:
+        """The findings with repeats left out: the same finding from another phase or iteration counts once."""
+        seen: dict[str, Finding] = {}
+        for finding in self.findings:
+            key = {k: v for k, v in finding.to_dict().items() if k not in ("phase", "iteration")}
+            seen.setdefault(repr(sorted(key.items())), finding)
+        return list(seen.values())
+
+    def _last_adversarial(self) -> PhaseResult | None:
+        return next((r for r in reversed(self.phases) if r.phase == "adversarial"), None)
+
+    @property
     def confidence(self) -> str:
-        """high/medium/low from how the verdict was reached (seed: ``confidence: string``)."""
+        """high/medium/low from how the verdict was reached (seed: ``confidence: string``).
+
+        Never high when a gate of the last adversarial pass was skipped (a reviewer that called no model).
+        """
         adversarial = [r for r in self.phases if r.phase == "adversarial"]
         errored = any(r.error for r in self.phases)
         if errored or not adversarial:
             return "low"
-        if self.verdict == "PASS" and self.iterations == 1:
+        skipped = "SKIPPED" in (adversarial[-1].artifacts.get("gates") or {}).values()
+        if self.verdict == "PASS" and self.iterations == 1 and not skipped:
             return "high"
         return "medium"
 
@@ -226,28 +243,32 @@ class WorkflowReport:
     def decision(self) -> dict[str, Any] | None:
         """Which gates of the last adversarial pass decided the verdict (``None`` when it recorded none).
 
-        ``decidedBy`` lists the gates that FAILed when the verdict is FAIL, every gate when it is PASS
-        (they all passed), and is empty on ERROR. ``reviewer`` is the reviewer agent's verdict and findings.
+        ``decidedBy`` lists the gates that FAILed when the verdict is FAIL, every gate that passed when it is
+        PASS, and is empty on ERROR; a ``SKIPPED`` gate (a reviewer that called no model) never decides.
+        ``reviewer`` is the reviewer agent's verdict and findings, or ``skipped`` with the reason.
         """
-        last = next((r for r in reversed(self.phases) if r.phase == "adversarial"), None)
+        last = self._last_adversarial()
         gates = dict(last.artifacts.get("gates") or {}) if last else {}
         if not gates:
             return None
-        if self.verdict == "FAIL":
-            decided = [g for g, v in gates.items() if v == "FAIL"]
-        else:
-            decided = list(gates) if self.verdict == "PASS" else []
+        wanted = {"FAIL": "FAIL", "PASS": "PASS"}.get(self.verdict)
+        decided = [g for g, v in gates.items() if v == wanted]
         out: dict[str, Any] = {"decidedBy": decided, "gates": gates}
         agent = last.artifacts.get("agent") if last else None
         if isinstance(agent, dict) and "verdict" in agent:
             out["reviewer"] = {k: agent[k] for k in ("verdict", "summary", "findings", "provider", "offline")
                                if k in agent}
+            if agent.get("skipped"):
+                out["reviewer"] |= {"skipped": True, "reason": agent.get("skipReason") or "no model was called"}
         return out
 
     def to_dict(self) -> dict[str, Any]:
         by_severity = dict.fromkeys(SEVERITIES, 0)
-        for finding in self.findings:
+        for finding in self.unique_findings:
             by_severity[finding.severity] += 1
+        counters = {"documentsScanned": self.documents_scanned, "documentsUpdated": self.documents_updated,
+                    "sectionsRemoved": self.sections_removed, "sectionsAdded": self.sections_added,
+                    "diagramsUpdated": self.diagrams_updated}
         out = {
             "id": self.id,
             "workflow": self.workflow,
@@ -260,11 +281,8 @@ class WorkflowReport:
             "parameters": _jsonable(self.parameters),
             "phases": [r.to_dict() for r in self.phases],
             "summary": {
-                "documentsScanned": self.documents_scanned,
-                "documentsUpdated": self.documents_updated,
-                "sectionsRemoved": self.sections_removed,
-                "sectionsAdded": self.sections_added,
-                "diagramsUpdated": self.diagrams_updated,
+                **({k: v or 0 for k, v in counters.items()} if any(v is not None for v in counters.values())
+                   else {}),
                 "findingsTotal": sum(by_severity.values()),
                 "findingsBySeverity": by_severity,
             },

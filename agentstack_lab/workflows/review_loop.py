@@ -17,8 +17,8 @@ Example (inside a running event loop, e.g. a notebook cell)::
     loops.issues(loop.id)       # every finding of every iteration
 
 Offline, ``provider="scripted"`` with a :class:`ReviewScript` plays the reviewer's verdicts and the
-coder's revisions in order (the last one repeats); without a script the offline reviewer passes the
-code, saying in its summary that no model reviewed it.
+coder's revisions in order (the last one repeats); without a script no model reviews anything, so the
+review is skipped and the loop ends ``error`` saying so (never ``passed``).
 """
 
 from __future__ import annotations
@@ -40,10 +40,13 @@ from agentstack_lab.workflows.verdict import ReviewVerdict, extract_code, parse_
 if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
 
-__all__ = ["ReviewLoop", "ReviewLoops", "ReviewOutcome", "ReviewScript", "ask_coder", "ask_reviewer"]
+__all__ = ["SKIP_REASON", "ReviewLoop", "ReviewLoops", "ReviewOutcome", "ReviewScript", "ask_coder", "ask_reviewer",
+           "reviews_nothing"]
 
 log = logging.getLogger(__name__)
 
+SKIP_REASON = ("no model reviewed anything: the reviewer was the offline scripted provider with no script "
+               "(set ANTHROPIC_API_KEY or OPENAI_API_KEY, choose a provider, or give a review script)")
 POLL_S = 0.2  # how often a running loop reads its abort flag (an abort from another process)
 _OFFLINE = "[offline scripted demo]"
 _NO_QUESTIONS = {"clarification": "No clarification is available: work from the request as given.",
@@ -153,17 +156,25 @@ def _fence(code: str, kind: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class ReviewOutcome:
-    """One review: the verdict, the reviewer run's id, the provider, and whether it was the offline one."""
+    """One review: the verdict, the reviewer run's id, the provider, and whether it was the offline one.
+
+    ``skipped``: no model reviewed anything (the offline scripted reviewer with no script, or a replay of
+    its cassette); its PASS is a placeholder that must never decide a gate.
+    """
 
     verdict: ReviewVerdict
     run_id: str
     provider: str
     offline: bool
+    skipped: bool = False
     text: str = field(default="", repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.verdict.to_wire(), "runId": self.run_id, "provider": self.provider, "offline": self.offline,
-                "text": self.text}
+        out = {**self.verdict.to_wire(), "runId": self.run_id, "provider": self.provider, "offline": self.offline,
+               "text": self.text}
+        if self.skipped:
+            out |= {"skipped": True, "skipReason": SKIP_REASON}
+        return out
 
 
 async def _agent(ws: Workspace, prompt: str, provider: Any, agent_type: str, timeout_s: float | None,
@@ -216,9 +227,20 @@ async def _review(ws: Workspace, code: str, reviewer: Any, name: str, *, kind: s
 
         recorded = load_cassette(options["replay"])[0].get("provider", "?")
         return ReviewOutcome(verdict=parse_verdict(text), run_id=run_id, provider=f"replay:{recorded}", offline=True,
-                             text=text)
+                             skipped=recorded == "scripted" and _offline_demo(reviewer), text=text)
     return ReviewOutcome(verdict=parse_verdict(text), run_id=run_id, provider=name, offline=name == "scripted",
-                         text=text)
+                         skipped=_offline_demo(reviewer), text=text)
+
+
+def reviews_nothing(provider: Any, script: Any) -> bool:
+    """Whether a loop or gate with this ``provider`` and ``script`` would use the offline reviewer that reviews nothing."""
+    return provider in (None, "scripted") and not script
+
+
+def _offline_demo(reviewer: Any) -> bool:
+    """Whether ``reviewer`` is the offline scripted reviewer with no script (it reviews nothing)."""
+    fn = getattr(reviewer, "fn", None)
+    return isinstance(fn, _RoleScript) and not fn.replies
 
 
 async def ask_coder(ws: Workspace, code: str, verdict: ReviewVerdict, *, kind: str = "code",
@@ -279,7 +301,8 @@ class ReviewLoops:
             path: Its file name, shown to the agents.
             kind: ``code`` or ``diff`` (default: ``diff`` when ``code`` looks like a unified diff).
             max_iterations: Reviews at most; FAIL at the last one ends the loop ``failed``.
-            provider: A provider name or object for both agents (default: offline ``scripted``).
+            provider: A provider name or object for both agents (default: offline ``scripted``; with no
+                ``script`` it reviews nothing, so the loop ends ``error``).
             script: With ``scripted``: the :class:`ReviewScript` to play (or its dict, or a JSON file).
             reviewer_type: Agent type of the reviewer (``ws.agent_types``).
             coder_type: Agent type of the coder.
@@ -354,6 +377,8 @@ class ReviewLoops:
                 return "aborted", "aborted"
             outcome = await _review(self.ws, code, a["reviewer"], a["name"], kind=a["kind"], path=a["path"],
                                     context=a["context"], agent_type=a["reviewer_type"], timeout_s=a["timeout_s"])
+            if outcome.skipped:  # the reviewer is the loop's only gate: nothing was decided
+                return "error", f"{SKIP_REASON}; the review was skipped and nothing was decided"
             self.store.record_review(loop_id, iteration, code, outcome.verdict.to_wire(), outcome.run_id)
             if outcome.verdict.passed:
                 return "passed", None

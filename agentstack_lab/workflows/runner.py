@@ -112,8 +112,18 @@ class PhaseScope:
         if not passed:
             self.fail(f"{name}: {reason}" if reason else f"{name}: FAIL")
 
+    def skip_gate(self, name: str, reason: str) -> None:
+        """Record that the check ``name`` did not run (``SKIPPED``): it neither passes nor fails this phase."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a gate name must be a non-empty string, got {name!r}")
+        self.result.artifacts.setdefault("gates", {})[name] = "SKIPPED"
+        self.result.artifacts.setdefault("skipReasons", []).append(f"{name}: {reason}")
+
     def count(self, counter: str, n: int = 1) -> None:
-        """Add to a report counter: documents_updated, sections_removed, sections_added, diagrams_updated."""
+        """Add to a report counter: documents_updated, sections_removed, sections_added, diagrams_updated.
+
+        A report carries these counters (and ``documentsScanned``) only when its workflow counted one.
+        """
         if counter not in _COUNTERS:
             raise ValueError(f"unknown counter {counter!r}; valid: {list(_COUNTERS)}")
         counts = self.context.state.setdefault("_counters", dict.fromkeys(_COUNTERS, 0))
@@ -237,10 +247,10 @@ class PhaseRunner:
     def report(self) -> WorkflowReport:
         """Build the report from the context as it is now (verdict ERROR until the run has decided one)."""
         ctx = self.context
-        counts = ctx.state.get("_counters", dict.fromkeys(_COUNTERS, 0))
+        counts = ctx.state.get("_counters")  # the documentation counters, when the workflow counted any
+        docs = {"documents_scanned": len(ctx.inventory), **counts} if counts is not None else {}
         return WorkflowReport(
             workflow=self.config.name, started_at=ctx.started_at, completed_at=datetime.now(UTC),
             verdict=ctx.verdict or "ERROR", phases=list(ctx.results), iterations=ctx.iteration,
-            max_iterations=self.config.max_iterations, documents_scanned=len(ctx.inventory),
-            parameters=dict(self.config.parameters), **counts,
+            max_iterations=self.config.max_iterations, parameters=dict(self.config.parameters), **docs,
         )
