@@ -60,6 +60,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
     """A recursive agent run; ``await run`` for the result, ``run.tree`` for a snapshot."""
 
     HeadlessQueryError = HeadlessQueryError
+    owns_session: bool = False  # True once _begin started a session for this run: it ends with the run
     BudgetExceededError = BudgetExceededError
 
     def __init__(self, prompt: str, *, workspace: Workspace, provider: Any = None, agent_type: str | None = None,
@@ -574,9 +575,14 @@ async def run_agent(prompt: str, **kwargs: Any) -> AsyncIterator[OutboundEvent]:
 
 
 def _follow_session(workspace: Workspace, follows: AgentRun, session_id: str | None) -> str | None:
-    """A follow-up's session: its predecessor's (memory carries over), which must still be open."""
+    """A follow-up's session: its predecessor's when a caller gave it one (it must still be open).
+
+    ``session_id`` as given when the predecessor started its own session, which ended with it.
+    """
     if follows.workspace is not workspace:
         raise UsageError(f"run {follows.id[:8]} belongs to another workspace; a follow-up continues in the same one")
+    if follows.owns_session:
+        return session_id
     if session_id is not None and session_id != follows.session_id:
         raise UsageError(f"a follow-up keeps run {follows.id[:8]}'s session ({follows.session_id}); "
                          f"leave the session out (got {session_id!r})")
