@@ -116,6 +116,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._log: EventLog | None = None
         self._tokens = 0
+        self._tokens_unenforceable = False
         self.control = RunControl(self)  # tasks' drift checks and consensus checkpoints (engine/gate.py)
         self.monitor: Any = None  # the resource-exhaustion monitor (monitoring/resources.py), set at _begin
         self.hooks: Any = None  # lifecycle hooks (hooks.py), set at _begin
@@ -304,10 +305,15 @@ class AgentRun(InboundMixin, LifecycleMixin):
         """Add a model call's usage; hitting ``max_tokens`` stops the whole run (``log``: as in :meth:`emit_state`)."""
         node.usage.add(usage)
         self._tokens += usage.input_tokens + usage.output_tokens
+        limit = self.options.max_tokens
+        if usage.basis == "unknown" and limit is not None and not self._tokens_unenforceable:
+            self._tokens_unenforceable = True  # said once per run, on the root
+            provider = getattr(self.provider, "name", "this provider")
+            self.note(self.nodes.get(self.id, node), f"max_tokens={limit} cannot be enforced: {provider} reports no "
+                      "token usage (the tree's figures are unknown)")
         if self.monitor is not None:
             self.monitor.api_call(node, usage.input_tokens + usage.output_tokens)
         self.emit_state(node, log=log)
-        limit = self.options.max_tokens
         if limit is not None and self._tokens > limit:
             reason = f"budget exceeded: max_tokens={limit} (the tree used {self._tokens} tokens)"
             self._budget_stop(reason)
