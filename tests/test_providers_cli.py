@@ -113,7 +113,7 @@ async def test_nonzero_exit_surfaces_stderr(fake_clis):
 async def test_timeout_kills_the_child_and_its_children(fake_clis):
     provider = get_provider("gemini-cli", timeout=1.5)
     start = time.monotonic()
-    with pytest.raises(ProviderTimeout, match=r"gemini-cli: no answer within 1.5s; the `gemini` process was killed"):
+    with pytest.raises(ProviderTimeout, match=r"gemini-cli: no answer within 1.5 s; the `gemini` process was killed"):
         await complete(provider, ask("PLEASE HANG"))
     assert time.monotonic() - start < 15
     pids = json.loads((fake_clis.log.parent / (fake_clis.log.name + ".pids")).read_text())
