@@ -16,7 +16,7 @@ from typing import Any
 
 from agentstack_lab.errors import UsageError
 
-__all__ = ["SQLITE_INT_MAX", "check_float", "check_int", "check_threshold", "decode_utf8"]
+__all__ = ["SQLITE_INT_MAX", "check_float", "check_int", "check_threshold", "decode_utf8", "seconds_text"]
 
 SQLITE_INT_MAX = 2**63 - 1  # the largest integer SQLite binds (a signed 64-bit int)
 
@@ -68,3 +68,19 @@ def decode_utf8(data: bytes, source: str = "standard input") -> str:
     except UnicodeDecodeError as exc:
         raise UsageError(f"{source} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
                          "convert it first, e.g. with iconv") from None
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration for people: ``"40 ms"``, ``"1.0 s"``, ``"2 min 05 s"``, ``"1 h 02 min"`` (messages and events)."""
+    seconds = float(seconds)
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return f"{seconds} s"
+    if abs(seconds) < 0.095:
+        return f"{seconds * 1000:.0f} ms"
+    if abs(seconds) < 59.95:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"

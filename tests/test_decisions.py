@@ -100,7 +100,7 @@ def test_wait_in_process_fast_path_and_timeout(db):
 
     got, waited, expired = asyncio.run(main())
     assert got.state == "answered" and got.answer == "2024" and waited < 1.0
-    assert expired.state == "expired" and "no answer within 0.05s" in expired.reason
+    assert expired.state == "expired" and "no answer within 50 ms" in expired.reason
 
 
 _ANSWER = textwrap.dedent("""
@@ -198,3 +198,11 @@ def test_answering_process_killed_mid_answer_leaves_it_pending_or_answered(db):
     assert row.state == "pending" and row.answer is None and row.answered_by is None
     assert again.answer(d.id, "2024", by="carol").state == "answered"
     assert db.query("PRAGMA integrity_check")[0][0] == "ok"
+
+
+def test_durations_in_messages_are_for_people():
+    from agentstack_lab.validation import seconds_text
+
+    assert seconds_text(0.9994144439697266) == "1.0 s"
+    assert [seconds_text(x) for x in (0.05, 0.2, 12.34, 125, 3725)] == ["50 ms", "0.2 s", "12.3 s", "2 min 05 s",
+                                                                       "1 h 02 min"]

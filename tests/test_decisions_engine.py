@@ -94,7 +94,7 @@ async def test_policies_fail_auto_and_wait_with_expiry(ws):
     waiting = AgentRun("sales?", workspace=ws, provider=ScriptedProvider(code_brain()),
                        options={"subagents": False, "interactive": False, "on_query": "wait",
                                 "decision_timeout": "200ms"})
-    with pytest.raises(HeadlessQueryError, match=r"nobody answered its approval query within 0.2s"):
+    with pytest.raises(HeadlessQueryError, match=r"nobody answered its approval query within 0.2 s"):
         await waiting
     (e,) = Decisions(ws.db).list(run=waiting.id)
     assert e.state == "expired"

@@ -89,7 +89,7 @@ def test_headless_run_whose_decision_expires_fails_closed(workdir):
     out, err = run.communicate(timeout=120)
     assert run.returncode == 1
     assert err.strip().splitlines()[-1].startswith("error: run failed closed: agent ")
-    assert "nobody answered its approval query within 1s" in err and "Traceback" not in err
+    assert "nobody answered its approval query within 1.0 s" in err and "Traceback" not in err
     (d,) = json.loads(cli(workdir, "decisions", "list", "--all", "--json").stdout)
     assert d["state"] == "expired" and d["answer"] is None
     late = cli(workdir, "decisions", "approve", d["id"])

@@ -451,11 +451,27 @@ async def test_memory_tools_are_scoped_to_the_run_session(ws):
             return [tool_call("memory_search", {"query": "churn"})]
         return f"found: {res.content}"
 
+    mine = ws.sessions.start("mine")
+    run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)), session_id=mine.id)
+    result = await run
+    assert run.session_id == mine.id and "churn fell in april" in result and "march" not in result
+    entry = ws.memory.scoped(run.session_id).get("finding", namespace=f"session:{run.session_id}")
+    assert entry.content == "churn fell in april" and entry.agent_id == run.id  # the caller's session keeps it
+    assert ws.sessions.status(mine.id).status == "active"
+
+
+async def test_a_run_without_a_session_ends_its_own_with_its_notes(ws):
+    def main(req):
+        res = last_tool_result(req)
+        if res is None:
+            return [tool_call("memory_store", {"key": "finding", "content": "churn fell in april"})]
+        return f"noted: {res.content}"
+
     run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)))
     result = await run
-    assert run.session_id and "churn fell in april" in result and "march" not in result
-    entry = ws.memory.scoped(run.session_id).get("finding", namespace=f"session:{run.session_id}")
-    assert entry.content == "churn fell in april" and entry.agent_id == run.id
+    assert run.owns_session and "deleted when the run ends" in result  # the model was told
+    ended = ws.sessions.status(run.session_id)
+    assert ended.status == "ended" and ended.entries == 0 and ws.sessions.active() == []
 
 
 async def test_a_stopped_run_ends_only_after_its_memory_call_in_flight_is_done(ws, monkeypatch):

@@ -89,7 +89,7 @@ async def test_live_executor_timeout_is_a_code_error_not_an_agent_failure():
     ns: dict = {}
     ex = LiveKernelExecutor(namespace=ns, timeout=0.3)
     res = await ex.run("import time\nfor i in range(1000):\n    n = i\n    time.sleep(0.01)")
-    assert res.error is not None and res.error.startswith("TimeoutError: code ran longer than 0.3s")
+    assert res.error is not None and res.error.startswith("TimeoutError: code ran longer than 0.3 s")
     for _ in range(100):  # the worker thread was interrupted, not left running
         if not [t for t in __import__("threading").enumerate() if t.name.startswith("agentstack-code")]:
             break
@@ -200,7 +200,7 @@ async def test_wait_timeout_in_agent_code_names_the_agent(ws):
     run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)),
                    options=RunOptions(auto_approve=True, final_question=False), executor=LiveKernelExecutor(namespace=ns))
     await asyncio.wait_for(run.wait(), 20)
-    assert ns["msg"].startswith("wait(): agent researcher-") and ns["msg"].endswith("is still running after 0.1s")
+    assert ns["msg"].startswith("wait(): agent researcher-") and ns["msg"].endswith("is still running after 0.1 s")
 
 
 @pytest.mark.parametrize("line, message", [("--max-agents 0 hi", "max_agents must be a positive integer"),

@@ -45,7 +45,9 @@ def requests_of(provider: ScriptedProvider, run: AgentRun) -> list:
 
 async def test_follow_up_sees_previous_prompt_and_answer(ws):
     provider = model({"How big is the moon?": "About 3474 km across."})
-    first = AgentRun("How big is the moon?", workspace=ws, provider=provider, options={"subagents": False})
+    session = ws.sessions.start(name="moon").id  # a caller's session stays open and the follow-up keeps it
+    first = AgentRun("How big is the moon?", workspace=ws, provider=provider, options={"subagents": False},
+                     session_id=session)
     await first
     second = first.ask("And how far away is it?")
     assert second is not first and second.status in ("pending", "running")  # started on the running loop
@@ -160,8 +162,19 @@ async def test_options_carry_over_but_permissions_do_not(ws):
     assert follow_options(RunOptions(max_depth=2), RunOptions(max_depth=0)).max_depth == 0
 
 
-async def test_a_follow_up_keeps_the_session_and_refuses_another(ws):
+async def test_a_follow_up_of_a_run_with_its_own_session_gets_a_new_one(ws):
     first = AgentRun("q", workspace=ws, provider=model(), options={"subagents": False})
+    await first
+    assert first.owns_session and ws.sessions.status(first.session_id).status == "ended"
+    second = first.ask("q2")
+    await second
+    assert second.result == "answer to q2" and second.owns_session and second.session_id != first.session_id
+    assert ws.sessions.active() == []
+
+
+async def test_a_follow_up_keeps_the_session_and_refuses_another(ws):
+    first = AgentRun("q", workspace=ws, provider=model(), options={"subagents": False},
+                     session_id=ws.sessions.start().id)
     await first
     with pytest.raises(AgentstackError, match="keeps run .* session"):
         AgentRun("q2", workspace=ws, provider=model(), session_id="other", follows=first)

@@ -90,4 +90,6 @@ def test_executor_option_and_continue_without_a_loop(shell, capsys):
     assert live.executor.name == "live"
     follow = shell.run_line_magic("agent", "--continue --no-subagents and the earth?")
     assert follow.status == "completed" and follow.tree["metadata"]["continues"] == live.id
-    assert "(a follow-up to: what is the moon?)" in follow.result and follow.session_id == live.session_id
+    assert "(a follow-up to: what is the moon?)" in follow.result
+    # live's own session ended with it (memory notes included); the follow-up ran in, and ended, its own
+    assert follow.owns_session and follow.session_id != live.session_id

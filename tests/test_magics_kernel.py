@@ -36,7 +36,7 @@ CELLS = {
     "frame": "print(r.events_frame(full=True).columns[:3].tolist(), len(r.events_frame(full=True)) == len(r.events),"
              " r.events_frame().columns.tolist())",
     "continue": "r2 = %agent --wait --continue And in {year}?\n"
-                "print(r2.status, r2.tree['metadata']['continues'] == r.id, r2.session_id == r.session_id)\n"
+                "print(r2.status, r2.tree['metadata']['continues'] == r.id, r2.session_id != r.session_id)\n"
                 "first = [q for q in r2.provider.requests if q.metadata['agent_id'] == r2.id][0]\n"
                 "print([(m.role, m.text()[:24]) for m in first.messages])\nprint(r2.result.splitlines()[0])",
     "busy": "busy = %agent --provider @asking --no-subagents Which year was best?",
@@ -196,7 +196,7 @@ def test_continue_follows_up_the_previous_run(executed):
     assert line == ("UsageError: %agent --continue: no earlier %agent run in this kernel to follow up; "
                     "ask with %agent PROMPT first")
     out = _text(executed["continue"], "stdout").splitlines()
-    assert out[0] == "completed True True"
+    assert out[0] == "completed True True"  # r's own session ended with it: the follow-up has its own
     assert out[1] == ("[('user', 'Describe 2024 and `df`\\n\\n'), ('assistant', '[offline scripted demo] '), "
                       "('user', 'And in 2024?')]")
     assert out[2] == ("[offline scripted demo] This is an offline demo answer to: And in 2024? "

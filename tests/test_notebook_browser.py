@@ -171,7 +171,7 @@ def _assert_header_fits(node) -> None:
     if stop is not None:  # a working agent: its Stop label is not clipped ("St…") and stays inside the row
         assert stop["sw"] <= stop["cw"] and stop["cw"] > 0 and stop["right"] <= m["right"] + 1, m
     assert badge["rects"] == 1 and badge["h"] < 1.8 * badge["size"], m  # "waiting for you" on one line
-    assert meta["rects"] == 1 and meta["h"] < 1.8 * meta["size"], m  # "in … tok · 552 ms" on one line
+    assert meta["rects"] == 1 and meta["h"] < 1.8 * meta["size"], m  # "~1,309 tokens (estimated, …) · 552 ms" on one line
     assert title["h"] <= 2 * title["lh"] + 2, m  # the title wraps to two lines at most
 
 
@@ -347,7 +347,8 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
             expect(child.locator(".agentstack-transcript")).to_be_hidden()
             expect(tree.locator(".agentstack-stop:visible")).to_have_count(0)  # a finished run has nothing to stop
             header = nodes.first.locator(".agentstack-meta").first
-            expect(header).to_have_text(re.compile(r"^in \d+ · out \d+ tok · \d+(\.\d)? m?s$"))  # usage, elapsed
+            expect(header).to_have_text(re.compile(  # one token figure, named, then the elapsed time
+                r"^~[\d,]+ tokens \(estimated, (this agent|subtree)\) · \d+(\.\d)? m?s$"))
 
             # The transcript reads in order: text, the tool call, text. Open it: the code that ran is the
             # edited one, with what it printed and its traceback.

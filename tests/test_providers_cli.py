@@ -113,7 +113,7 @@ async def test_nonzero_exit_surfaces_stderr(fake_clis):
 async def test_timeout_kills_the_child_and_its_children(fake_clis):
     provider = get_provider("gemini-cli", timeout=1.5)
     start = time.monotonic()
-    with pytest.raises(ProviderTimeout, match=r"gemini-cli: no answer within 1.5s; the `gemini` process was killed"):
+    with pytest.raises(ProviderTimeout, match=r"gemini-cli: no answer within 1.5 s; the `gemini` process was killed"):
         await complete(provider, ask("PLEASE HANG"))
     assert time.monotonic() - start < 15
     pids = json.loads((fake_clis.log.parent / (fake_clis.log.name + ".pids")).read_text())
@@ -157,3 +157,20 @@ async def test_tool_specs_are_not_forced_on_the_cli(fake_clis):
     spec = ToolSpec(name="python", description="d", input_schema={"type": "object"})
     out = await complete(get_provider("claude-code"), ask("hi", tools=[spec]))
     assert out.text == "hello from claude" and "JSON schema" not in fake_clis()[0]["stdin"]
+
+
+async def test_a_run_on_a_cli_agent_shows_unknown_tokens_and_says_once_max_tokens_cannot_hold(fake_clis, ws):
+    from agentstack_lab.engine import AgentRun
+    from agentstack_lab.engine.state import token_text
+    from agentstack_lab.notebook.tree import tree_to_text
+
+    run = AgentRun("say hello", workspace=ws, provider=get_provider("claude-code"),
+                   options={"subagents": False, "max_tokens": 50, "interactive": False})
+    assert await run == "hello from claude"  # not stopped by a budget it cannot measure
+    tree = run.tree
+    assert tree["ownUsage"] == {"inputTokens": 0, "outputTokens": 0, "basis": "unknown"}
+    assert token_text(tree["usage"], "this agent") == "tokens unknown (this agent)"
+    assert "tokens unknown (this agent)" in tree_to_text(tree) and " 0 tokens" not in tree_to_text(tree)
+    notes = [n for n in tree["metadata"]["notes"] if "max_tokens" in n]
+    assert notes == ["max_tokens=50 cannot be enforced: claude-code reports no token usage (the tree's figures "
+                     "are unknown)"]

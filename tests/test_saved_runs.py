@@ -81,6 +81,6 @@ def test_snapshot_is_bounded_and_final_only_when_every_root_ended():
     assert snap["final"] is True  # the root decides; a child cut short is shown as it was
     root = snap["roots"][0]
     assert len(root["prompt"]) < 2100 and len(root["result"]) < 20_100 and "more characters" in root["result"]
-    assert root["usage"] == {"inputTokens": 3, "outputTokens": 4} and root["children"][0]["status"] == "running"
+    assert root["usage"] == {"inputTokens": 3, "outputTokens": 4, "basis": "reported"} and root["children"][0]["status"] == "running"
     assert snapshot({**big, "status": "running"}, run_id="r")["final"] is False
     assert snapshot(None, run_id=None) == {"version": 1, "runId": None, "final": False, "roots": []}

@@ -338,3 +338,32 @@ def test_rest_keeps_the_keys_of_user_and_model_data(jp_fetch, jp_root_dir, jp_as
     jp_asyncio_loop.run_until_complete(body())
     wire = camel_keys({"events": [{"type": "tool-call", "tool_id": "t", "input": {"max_rows": 5}}]})
     assert wire == {"events": [{"type": "tool-call", "toolId": "t", "input": {"max_rows": 5}}]}
+
+
+def test_rest_and_websocket_answers_name_the_jupyter_user(jp_fetch, jp_ws_fetch, jp_root_dir, jp_asyncio_loop):
+    """Each token request gets a made-up "Anonymous …" user from Jupyter; the answer names the one person."""
+    import getpass
+
+    from agentstack_lab.decisions import decisions_for
+    from agentstack_lab.workspace import Workspace
+
+    async def body():
+        with Workspace.open(jp_root_dir, announce=False) as w:
+            ds = decisions_for(w)
+            made = [ds.create(kind="clarification", prompt=f"Which month? {i}", run_id="r1", agent_id="a1")
+                    for i in range(3)]
+            for d in made[:2]:
+                done = await _get(jp_fetch, f"decisions/{d.id}/answer", method="POST",
+                                  body=json.dumps({"response": "May"}))
+                assert done["state"] == "answered" and done["surface"] == "lab"
+            ws = await jp_ws_fetch("agentstack", "api", "events")
+            await ws.write_message(json.dumps({"type": "user-response", "agentId": "a1", "queryId": made[2].id,
+                                               "response": "June"}))
+            for _ in range(200):  # the socket answers in its own handler: wait for the row to change
+                if not ds.get(made[2].id).pending:
+                    break
+                await asyncio.sleep(0.02)
+            ws.close()
+            by = [ds.get(d.id).answered_by for d in made]
+        assert by == [getpass.getuser()] * 3, by
+    jp_asyncio_loop.run_until_complete(body())

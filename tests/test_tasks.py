@@ -98,6 +98,18 @@ def test_direct_create_checks_drift_against_ancestors(tmp_path):
         assert (m["total_events"], m["prevented_count"], m["warned_count"]) == (1, 1, 0)
 
 
+def test_a_warned_direct_create_names_its_task_in_the_drift_event(tmp_path):
+    cfg = Config.from_dict({"drift": {"enabled": True, "behavior": "warn"}})
+    with Workspace.open(tmp_path / "p", config=cfg, announce=False) as w:
+        svc = TaskService(w.db, w.embedder, w.config)
+        root = svc.create("researcher", "summarise the quarterly churn report for the board")["task"]
+        again = svc.create("researcher", "summarise the quarterly churn report for the board", parent_id=root["id"])
+        assert again["created"] and again["drift"]["action"] == "warned"
+        ev = w.db.query("SELECT task_id, action_taken, ancestor_task_id FROM drift_detection_events")
+        assert [tuple(r) for r in ev] == [(again["task"]["id"], "warned", root["id"])]
+        assert [e["task_id"] for e in svc.drift.recent()] == [again["task"]["id"]]
+
+
 # --- drift on engine runs ----------------------------------------------------------------------------
 PROMPT = "Investigate why weekly active users dropped in the EU region last month"
 

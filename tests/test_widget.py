@@ -215,7 +215,7 @@ def test_header_usage_elapsed_toggle_and_stop(sent):
     view = tree._views["root"]
     clock.t += 2.5
     tree.apply(ToolCall(agent_id="root", tool="python", input={"code": "x = 1\nprint(x)"}))
-    assert "in 12 · out 5 tok" in view.meta.value and "2.5 s" in view.meta.value
+    assert "17 tokens (this agent)" in view.meta.value and "2.5 s" in view.meta.value
     assert view.stop.layout.display is None and view.stop.description == "Stop all"  # working: one Stop all
     view.stop.click()
     assert stops == [] and view.confirm.layout.display is None  # asks first

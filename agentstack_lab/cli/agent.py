@@ -46,6 +46,15 @@ def _tokens(row: dict[str, Any]) -> int:
     return int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
 
 
+def _own_tokens(row: dict[str, Any]) -> str:
+    """An agents row's own figure, labelled by its basis (the column header names the scope)."""
+    from agentstack_lab.engine.state import token_text
+
+    usage = {"input_tokens": row.get("input_tokens"), "output_tokens": row.get("output_tokens"),
+             "basis": row.get("token_basis")}
+    return token_text(usage, "this agent").replace(", this agent)", ")").removesuffix(" (this agent)")
+
+
 # --- run ------------------------------------------------------------------------------------------
 class _Printer:
     """Streams a run's events: text deltas inline under an agent header, tool calls and states as lines."""
@@ -267,8 +276,8 @@ def list_command(ctx: typer.Context, run: str = typer.Option(None, "--run", "-r"
     if as_json:
         print_json(rows)
         return
-    table(f"{len(rows)} agent(s)", ["id", "type", "status", "run", "tokens", "elapsed", "prompt"],
-          [[r["id"][:8], r["type"], r["status"], (r["run_id"] or "")[:8], _tokens(r),
+    table(f"{len(rows)} agent(s)", ["id", "type", "status", "run", "tokens (this agent)", "elapsed", "prompt"],
+          [[r["id"][:8], r["type"], r["status"], (r["run_id"] or "")[:8], _own_tokens(r),
             duration(elapsed_s(r)), short(r["prompt"], 60)] for r in rows])
 
 
@@ -276,10 +285,12 @@ def _render_tree(node: dict[str, Any], branch: Any = None) -> Any:
     from rich.markup import escape
     from rich.tree import Tree
 
+    from agentstack_lab.engine.state import token_text, tree_scope
+
     style = STATUS_STYLE.get(node.get("status", ""), "")
     usage = node.get("usage") or {}
     label = (f"[bold]{escape(node.get('name') or node['id'][:8])}[/bold] [{style}]{node.get('status')}[/{style}]"
-             f" [dim]{node.get('type')} · {usage.get('inputTokens', 0) + usage.get('outputTokens', 0)} tokens[/dim]"
+             f" [dim]{node.get('type')} · {escape(token_text(usage, tree_scope(node)))}[/dim]"
              f"\n[dim]{escape(short(node.get('prompt'), 100))}[/dim]")
     outcome = node.get("result") if node.get("status") == "completed" else node.get("error")
     if outcome:
@@ -377,7 +388,7 @@ class Watch:
             ago = f" [dim]({duration(now - last['at'])} ago)[/dim]" if last else ""
             style = STATUS_STYLE.get(r["status"], "")
             out.add_row(r["id"][:8], r["type"], f"[{style}]{r['status']}[/{style}]",
-                        str(_tokens(r)), duration(elapsed_s(r, now)),
+                        _own_tokens(r), duration(elapsed_s(r, now)),
                         (escape(last["text"]) + ago) if last else "")
         return out
 

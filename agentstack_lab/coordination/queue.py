@@ -36,6 +36,7 @@ from typing import Any
 
 from agentstack_lab.coordination.bus import Message, MessageBus, publish
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError
+from agentstack_lab.validation import seconds_text
 
 __all__ = ["QueuedTask", "TaskQueue", "QueueError", "LeaseLostError", "QueuedTaskNotFoundError", "worker_name",
            "QUEUE_STATES", "LEASE_S", "POLL_S"]
@@ -340,7 +341,7 @@ class TaskQueue:
                     if task.finished:
                         return task
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(f"queued task {task_id} not finished after {timeout:g}s")
+                    raise TimeoutError(f"queued task {task_id} not finished after {seconds_text(timeout)}")
                 await _nap(wake, self.poll)
         finally:
             self._wake.remove(entry)

@@ -26,6 +26,7 @@ from typing import Any
 
 from agentstack_lab.errors import NotFoundError, UsageError
 from agentstack_lab.events import DECISION_KINDS, DECISION_STATES
+from agentstack_lab.validation import seconds_text
 
 __all__ = ["Decision", "Decisions", "decisions_for", "DecisionError", "DecisionClosedError", "DecisionNotFoundError",
            "SURFACES", "surface_label", "normalise_answer", "cancel_pending", "POLL_S"]
@@ -338,7 +339,7 @@ class Decisions:
                     with self.db.transaction() as tx:
                         tx.execute("UPDATE decisions SET state = 'expired', reason = ?, answered_at = ?"
                                    " WHERE id = ? AND state = 'pending'",
-                                   (f"no answer within {timeout if timeout is not None else 'its timeout'}s"
+                                   (f"no answer within {seconds_text(timeout)}"
                                     if timeout is not None else "no answer before it expired", now, current.id))
                     return self.get(current.id)
                 with contextlib.suppress(TimeoutError):

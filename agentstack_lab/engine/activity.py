@@ -17,7 +17,8 @@ __all__ = ["agent_rows", "resolve_run", "last_events", "describe_event", "EventF
            "status_counts"]
 
 _ROW = ("id, name, type, status, run_id, parent_id, session_id, depth, prompt, result, error, input_tokens,"
-        " output_tokens, created_at, started_at, ended_at, updated_at")
+        " output_tokens, json_extract(metadata, '$.tokenBasis') AS token_basis, created_at, started_at, ended_at,"
+        " updated_at")
 
 
 def _dicts(rows: list[Any]) -> list[dict[str, Any]]:

@@ -110,3 +110,8 @@ class AgentContext(Protocol):
     def namespace(self) -> str:
         """The memory namespace of this run's session (``session:<id>``)."""
         ...
+
+    @property
+    def owns_session(self) -> bool:
+        """Whether the run started its session itself (then it ends, with its memory, when the run ends)."""
+        ...

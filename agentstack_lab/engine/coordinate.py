@@ -294,7 +294,8 @@ def _usage(data: Any) -> Usage:
     """Usage from a snapshot's ``ownUsage``/``usage`` (camelCase on the wire, snake_case before)."""
     data = data if isinstance(data, dict) else {}
     return Usage(input_tokens=int(data.get("inputTokens", data.get("input_tokens", 0)) or 0),
-                 output_tokens=int(data.get("outputTokens", data.get("output_tokens", 0)) or 0))
+                 output_tokens=int(data.get("outputTokens", data.get("output_tokens", 0)) or 0),
+                 basis=str(data.get("basis") or "none"))
 
 
 def _adopt_descendant(run: AgentRun, snap: dict[str, Any]) -> None:

@@ -49,6 +49,7 @@ from agentstack_lab.engine.capture import (
 )
 from agentstack_lab.engine.provenance import Journal
 from agentstack_lab.engine.redaction import SECRET_HINTS, clip, redact, redact_cut, secret_values
+from agentstack_lab.validation import seconds_text
 
 __all__ = ["ExecResult", "ExecContext", "Executor", "LiveKernelExecutor", "SubprocessExecutor",
            "CodeInterrupted", "make_executor", "secret_values", "redact"]
@@ -321,7 +322,7 @@ class LiveKernelExecutor(Executor):
             raise
         except TimeoutError:  # like the subprocess executor: the model sees it, the agent goes on
             self._interrupt(thread)
-            return ExecResult(error=f"TimeoutError: code ran longer than {self.timeout:g}s and was interrupted")
+            return ExecResult(error=f"TimeoutError: code ran longer than {seconds_text(self.timeout)} and was interrupted")
 
     @staticmethod
     def _interrupt(thread: threading.Thread) -> None:
@@ -535,7 +536,7 @@ class SubprocessExecutor(Executor):
             res.changed_names = list(data.get("changed_names") or [])
             res.files = {k: int(v) for k, v in (data.get("files") or {}).items()}
             if timed_out:
-                res.error = f"TimeoutError: code ran longer than {self.timeout:g}s and was killed"
+                res.error = f"TimeoutError: code ran longer than {seconds_text(self.timeout)} and was killed"
             elif res.error and res.error.startswith("MemoryError"):
                 res.error = f"MemoryError: the code hit the {self.memory_mb} MB memory limit"
             elif not data and proc.returncode:

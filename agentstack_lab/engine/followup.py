@@ -8,7 +8,8 @@ filling the context, the last :data:`MAX_TURNS` (8) turns are kept and each answ
 :data:`MAX_ANSWER_CHARS` (6000 characters, about 1500 tokens), so the transcript stays under
 ~13k tokens however long the thread grows.
 
-The follow-up keeps its predecessor's session (memory namespace), provider, model, agent type, executor
+The follow-up keeps its predecessor's session (memory namespace) when a caller gave it one (a session the
+predecessor started itself ended with it, so the follow-up starts its own), and its provider, model, agent type, executor
 and budgets. Permissions and cassettes do not carry over: ``auto_approve``, ``on_query``, up-front
 ``answers`` and ``record``/``replay`` belong to the run they were given to (the provider a cassette
 wrapped is the one a follow-up keeps). The root's metadata records ``continues: <previous run id>``

@@ -4,7 +4,8 @@ Split out of ``engine/run.py`` (707 lines, over the ~600 aim). ``_begin`` runs s
 ``AgentRun.start`` so the root's row is in the database before ``start`` returns (another process can
 find the run at once); ``_main`` is the run's task, and its ``finally`` is the one place that
 guarantees nothing outlives the run: no pending decision, no open query future, no unflushed log
-batch. The class is a mixin: it only runs as part of :class:`~agentstack_lab.engine.run.AgentRun`.
+batch, and no session the run started itself (it ends, with its memory namespace; a session the caller
+passed stays open). The class is a mixin: it only runs as part of :class:`~agentstack_lab.engine.run.AgentRun`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class LifecycleMixin:
             return
         try:
             self.session_id = self.workspace.sessions.start(name=f"agent run {self.id[:8]}").id
+            self.owns_session = True
             return
         except Exception as exc:  # noqa: BLE001 - fall back to the run's own namespace
             log.warning("agentstack-lab: could not start a session for run %s: %s", self.id, exc)
@@ -140,3 +142,13 @@ class LifecycleMixin:
                 await self.coordination.shutdown()
             if self._log is not None:
                 await self._log.close()
+            self._end_session()
+
+    def _end_session(self) -> None:
+        """End the session this run started (its memory namespace goes with it); a caller's session stays open."""
+        if not self.owns_session:
+            return
+        try:
+            self.workspace.sessions.end(self.session_id)
+        except Exception as exc:  # noqa: BLE001 - the run's outcome stands; the session is listed as active
+            log.warning("agentstack-lab: could not end session %s of run %s: %s", self.session_id, self.id, exc)

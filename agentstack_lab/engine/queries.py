@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.options import AgentRunError, HeadlessQueryError
 from agentstack_lab.events import UserQuery
+from agentstack_lab.validation import seconds_text
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.run import AgentRun
@@ -107,7 +108,7 @@ def _auto_answer(run: AgentRun, node: AgentNode, kind: str, prompt: str, options
 def _unanswered(run: AgentRun, node: AgentNode, kind: str, decision: Any, optional: bool) -> None:
     """An expired decision skips an optional question and fails anything else closed; a cancelled one fails."""
     state = decision.state if decision is not None else "expired"
-    waited = f"{run.options.decision_timeout:g}s" if run.options.decision_timeout is not None else "its timeout"
+    waited = seconds_text(run.options.decision_timeout) if run.options.decision_timeout is not None else "its timeout"
     if state == "expired" and optional:
         node.set_status("running")
         run.note(node, f"{kind} question skipped: nobody answered within {waited}")

@@ -60,6 +60,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
     """A recursive agent run; ``await run`` for the result, ``run.tree`` for a snapshot."""
 
     HeadlessQueryError = HeadlessQueryError
+    owns_session: bool = False  # True once _begin started a session for this run: it ends with the run
     BudgetExceededError = BudgetExceededError
 
     def __init__(self, prompt: str, *, workspace: Workspace, provider: Any = None, agent_type: str | None = None,
@@ -115,6 +116,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._log: EventLog | None = None
         self._tokens = 0
+        self._tokens_unenforceable = False
         self.control = RunControl(self)  # tasks' drift checks and consensus checkpoints (engine/gate.py)
         self.monitor: Any = None  # the resource-exhaustion monitor (monitoring/resources.py), set at _begin
         self.hooks: Any = None  # lifecycle hooks (hooks.py), set at _begin
@@ -303,10 +305,15 @@ class AgentRun(InboundMixin, LifecycleMixin):
         """Add a model call's usage; hitting ``max_tokens`` stops the whole run (``log``: as in :meth:`emit_state`)."""
         node.usage.add(usage)
         self._tokens += usage.input_tokens + usage.output_tokens
+        limit = self.options.max_tokens
+        if usage.basis == "unknown" and limit is not None and not self._tokens_unenforceable:
+            self._tokens_unenforceable = True  # said once per run, on the root
+            provider = getattr(self.provider, "name", "this provider")
+            self.note(self.nodes.get(self.id, node), f"max_tokens={limit} cannot be enforced: {provider} reports no "
+                      "token usage (the tree's figures are unknown)")
         if self.monitor is not None:
             self.monitor.api_call(node, usage.input_tokens + usage.output_tokens)
         self.emit_state(node, log=log)
-        limit = self.options.max_tokens
         if limit is not None and self._tokens > limit:
             reason = f"budget exceeded: max_tokens={limit} (the tree used {self._tokens} tokens)"
             self._budget_stop(reason)
@@ -574,9 +581,14 @@ async def run_agent(prompt: str, **kwargs: Any) -> AsyncIterator[OutboundEvent]:
 
 
 def _follow_session(workspace: Workspace, follows: AgentRun, session_id: str | None) -> str | None:
-    """A follow-up's session: its predecessor's (memory carries over), which must still be open."""
+    """A follow-up's session: its predecessor's when a caller gave it one (it must still be open).
+
+    ``session_id`` as given when the predecessor started its own session, which ended with it.
+    """
     if follows.workspace is not workspace:
         raise UsageError(f"run {follows.id[:8]} belongs to another workspace; a follow-up continues in the same one")
+    if follows.owns_session:
+        return session_id
     if session_id is not None and session_id != follows.session_id:
         raise UsageError(f"a follow-up keeps run {follows.id[:8]}'s session ({follows.session_id}); "
                          f"leave the session out (got {session_id!r})")

@@ -21,9 +21,9 @@ from agentstack_lab.events import (
     TextDelta,
     from_wire,
 )
-from agentstack_lab.providers.base import Message, Usage
+from agentstack_lab.providers.base import Message, Usage, combine_basis
 
-__all__ = ["AgentNode", "tree_from_events", "snapshot_tree"]
+__all__ = ["AgentNode", "tree_from_events", "snapshot_tree", "token_text", "tree_scope"]
 
 _STATE_KEYS = ("id", "parentId", "name", "type", "status", "prompt", "result", "error", "depth", "userComment",
                "ownUsage", "metadata", "createdAt", "startedAt", "endedAt", "subagents")
@@ -80,7 +80,8 @@ class AgentNode:
             "id": self.id, "parentId": self.parent_id, "name": self.name, "type": self.type,
             "status": self.status, "prompt": self.prompt, "result": self.result, "error": self.error,
             "depth": self.depth, "userComment": self.user_comment,
-            "ownUsage": {"inputTokens": self.usage.input_tokens, "outputTokens": self.usage.output_tokens},
+            "ownUsage": {"inputTokens": self.usage.input_tokens, "outputTokens": self.usage.output_tokens,
+                         "basis": self.usage.basis},
             "metadata": dict(self.metadata), "createdAt": self.created_at, "startedAt": self.started_at,
             "endedAt": self.ended_at, "subagents": list(self.subagents),
         }
@@ -96,7 +97,7 @@ class AgentNode:
                 "identity_id": self.identity_id,
                 "parent_id": self.parent_id, "session_id": session_id, "depth": self.depth, "prompt": self.prompt,
                 "result": self.result, "error": self.error, "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens, "metadata": self.metadata,
+                "output_tokens": self.usage.output_tokens, "metadata": {**self.metadata, "tokenBasis": self.usage.basis},
                 "created_at": now_iso(self.created_at),
                 "started_at": now_iso(self.started_at) if self.started_at else None,
                 "ended_at": now_iso(self.ended_at) if self.ended_at else None, "updated_at": now_iso()}
@@ -106,10 +107,11 @@ def _nest(flat: dict[str, dict[str, Any]], root_id: str | None) -> dict[str, Any
     def build(agent_id: str) -> dict[str, Any]:
         node = dict(flat[agent_id])
         kids = [build(c) for c in node.pop("subagents", []) if c in flat]
-        rolled = dict(node["ownUsage"])
+        rolled = {"basis": "none", **node["ownUsage"]}
         for k in kids:
             rolled["inputTokens"] += k["usage"]["inputTokens"]
             rolled["outputTokens"] += k["usage"]["outputTokens"]
+            rolled["basis"] = combine_basis(rolled["basis"], k["usage"].get("basis", "none"))
         node["usage"] = rolled
         node["children"] = kids
         return node
@@ -143,3 +145,25 @@ def tree_from_events(events: list[Any]) -> dict[str, Any]:
         elif isinstance(ev, ErrorEvent) and ev.agent_id in flat:
             flat[ev.agent_id]["error"] = ev.error
     return _nest(flat, root_id)
+
+
+def token_text(usage: dict[str, Any] | None, scope: str) -> str:
+    """One token figure for people, named by ``scope`` ("this agent", "subtree") and labelled by its basis.
+
+    ``usage`` is a wire usage dict (``inputTokens``, ``outputTokens``, ``basis``; snake_case accepted).
+    """
+    usage = usage or {}
+    total = sum(int(usage.get(k) or 0) for k in ("inputTokens", "outputTokens", "input_tokens", "output_tokens"))
+    basis = usage.get("basis") or ("reported" if total else "none")
+    if basis == "unknown":
+        return f"tokens unknown ({scope})"
+    if basis == "estimated":
+        return f"~{total:,} tokens (estimated, {scope})"
+    if basis == "partial":
+        return f"≥{total:,} tokens (some unknown, {scope})"
+    return f"{total:,} tokens ({scope})"
+
+
+def tree_scope(node: dict[str, Any]) -> str:
+    """What a tree node's figure counts: the subtree when it has children, else this agent."""
+    return "subtree" if node.get("children") else "this agent"

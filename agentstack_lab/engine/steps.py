@@ -113,7 +113,7 @@ async def _structured(ctx: AgentContext, node: AgentNode, step: str, schema: typ
     try:
         value, completion = await structured(ctx.provider, _request(ctx, node, step, messages), schema)
     except StructuredOutputError as exc:
-        if exc.usage.input_tokens or exc.usage.output_tokens:
+        if exc.usage.total or exc.usage.basis != "none":
             ctx.charge(node, exc.usage)  # the failed attempts count against the budget too
         ctx.note(node, f"{step} step skipped: {exc}")
         return schema.model_validate({"needs_clarification": False, "has_question": False, "subquestions": []})
@@ -128,7 +128,7 @@ async def _stream(ctx: AgentContext, node: AgentNode, request: ProviderRequest) 
         ctx.emit(TextDelta(agent_id=node.id, delta=text))
 
     out = await complete(ctx.provider, request, on_text)
-    if out.usage.input_tokens or out.usage.output_tokens:
+    if out.usage.total or out.usage.basis != "none":  # an unknown figure is charged too (it is shown, not 0)
         ctx.charge(node, out.usage)
     return out
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from agentstack_lab.engine.options import AgentRunError
 from agentstack_lab.engine.state import AgentNode
+from agentstack_lab.validation import seconds_text
 
 __all__ = ["fork_from_thread", "wait_from_thread", "thread_call"]
 
@@ -69,7 +70,7 @@ def wait_from_thread(loop: asyncio.AbstractEventLoop, nodes: Mapping[str, AgentN
         try:
             asyncio.run_coroutine_threadsafe(go(), loop).result(timeout)
         except TimeoutError:
-            raise TimeoutError(f"wait(): agent {node.name} is still {node.status} after {timeout:g}s") from None
+            raise TimeoutError(f"wait(): agent {node.name} is still {node.status} after {seconds_text(timeout)}") from None
         if node.status != "completed":
             raise AgentRunError(f"forked agent {node.name} {node.status}: {node.error}")
         return node.result or ""

@@ -173,4 +173,7 @@ async def _memory_store(ctx: AgentContext, node: AgentNode, args: dict[str, Any]
     await thread_call(memory.store, key, content, namespace=namespace, agent_id=node.id, tags=tags)
     if ctx.monitor is not None:
         ctx.monitor.deliverable(node, "memory")
-    return {"stored": key, "namespace": namespace, "text": f"stored {key!r} in {namespace}"}
+    text = f"stored {key!r} in {namespace}"
+    if ctx.owns_session:  # said to the model and shown in the tree: the note does not outlive the run
+        text += " (this run's own session: the note is deleted when the run ends)"
+    return {"stored": key, "namespace": namespace, "text": text}

@@ -26,6 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentstack_lab.validation import seconds_text
+
 if TYPE_CHECKING:
     from agentstack_lab.config import Config
     from agentstack_lab.embeddings.registry import Embedder
@@ -248,7 +250,7 @@ def _agents(ws: Checked, db: Any, now: float) -> list[dict[str, Any]]:
     out = []
     if stuck:
         names = ", ".join(f"{r[1]} {r[0][:8]}" for r in stuck[:5])
-        out.append(_item("agents", "degraded", f"{len(stuck)} stuck (no change for > {limit:g}s): {names}",
+        out.append(_item("agents", "degraded", f"{len(stuck)} stuck (no change for > {seconds_text(limit)}): {names}",
                          stuck=len(stuck), paused=len(paused)))
     else:
         out.append(_item("agents", "healthy", f"{len(rows)} unfinished, none stuck; {len(paused)} paused",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentstack_lab.engine.state import token_text, tree_scope
 from agentstack_lab.notebook.render import STATUS_VARS, pill
 from agentstack_lab.notebook.sanitize import escape, markdown_to_html
 from agentstack_lab.notebook.tree import tree_to_markdown, tree_to_text
@@ -35,7 +36,8 @@ def _node(node: dict[str, Any]) -> dict[str, Any]:
     usage = node.get("usage") or {}
     out = {"id": node.get("id"), "type": node.get("type"), "status": node.get("status"),
            "usage": {"inputTokens": int(usage.get("input_tokens") or usage.get("inputTokens") or 0),
-                     "outputTokens": int(usage.get("output_tokens") or usage.get("outputTokens") or 0)},
+                     "outputTokens": int(usage.get("output_tokens") or usage.get("outputTokens") or 0),
+                     "basis": str(usage.get("basis") or "reported")},
            "elapsed": node.get("elapsed"),
            "tools": [t.get("tool") if isinstance(t, dict) else str(t) for t in node.get("tools") or []],
            "children": [_node(c) for c in node.get("children") or []]}
@@ -56,8 +58,7 @@ def snapshot_html(snap: dict[str, Any]) -> str:
 
     def node_html(n: dict[str, Any]) -> str:
         var = STATUS_VARS.get(n.get("status") or "", "--jp-border-color1")
-        usage = n.get("usage") or {}
-        meta = f"{usage.get('inputTokens', 0)} in / {usage.get('outputTokens', 0)} out tokens"
+        meta = token_text(n.get("usage"), tree_scope(n))
         head = (f'<div class="agentstack-saved-head">{pill(n.get("status") or "?")} <b>{escape(n.get("type") or "")}'
                 f'</b> <span class="agentstack-saved-meta">{escape(meta)}</span></div>')
         body = [f'<div class="agentstack-saved-prompt">{escape(n.get("prompt") or "")}</div>']

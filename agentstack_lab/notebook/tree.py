@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentstack_lab.engine.state import token_text, tree_scope
 from agentstack_lab.events import (
     TERMINAL,
     AgentCompleted,
@@ -27,6 +28,7 @@ from agentstack_lab.events import (
     ToolResult,
     UserQuery,
 )
+from agentstack_lab.providers.base import combine_basis
 
 __all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "format_elapsed",
            "STATUS_ICONS", "activity", "STEP_LABELS", "badges"]
@@ -120,7 +122,7 @@ class NodeState:
     result: str | None = None
     error: str | None = None
     depth: int = 0
-    usage: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)  # this agent's own (inputTokens, outputTokens, basis)
     tools: list[ToolCallState] = field(default_factory=list)
     queries: dict[str, UserQuery] = field(default_factory=dict)
     answered_from: str | None = None  # "answered from the terminal (by alice)" when another surface answered
@@ -224,7 +226,7 @@ class TreeState:
             node.depth = _num(s.get("depth", node.depth))
             usage = s.get("ownUsage") or s.get("usage")
             if isinstance(usage, dict):
-                node.usage = {k: _num(v) for k, v in usage.items()}
+                node.usage = {k: str(v) if k == "basis" else _num(v) for k, v in usage.items()}
             if "content" in s and s["content"] is not None:
                 node.content = str(s["content"])  # replaced content (streamed text arrives as deltas)
                 tools = [seg for seg in node.transcript if seg[0] == "tool"]
@@ -298,6 +300,18 @@ class TreeState:
         for event in events:
             self.apply(event)
 
+    def subtree_usage(self, node_id: str) -> dict[str, Any]:
+        """An agent's usage with its descendants', rolled up as ``AgentRun.tree`` does."""
+        n = self.nodes[node_id]
+        usage = {"inputTokens": _num(n.usage.get("inputTokens")), "outputTokens": _num(n.usage.get("outputTokens")),
+                 "basis": str(n.usage.get("basis") or ("reported" if n.usage else "none"))}
+        for child in n.children:
+            k = self.subtree_usage(child)
+            usage["inputTokens"] += k["inputTokens"]
+            usage["outputTokens"] += k["outputTokens"]
+            usage["basis"] = combine_basis(usage["basis"], k["basis"])
+        return usage
+
     def answered(self, agent_id: str, query_id: str) -> None:
         """Forget a query once it has been answered."""
         node = self.nodes.get(agent_id)
@@ -310,10 +324,7 @@ class TreeState:
         def build(node_id: str) -> dict[str, Any]:
             n = self.nodes[node_id]
             kids = [build(c) for c in n.children]
-            usage = {"inputTokens": n.usage.get("inputTokens", 0), "outputTokens": n.usage.get("outputTokens", 0)}
-            for k in kids:  # roll usage up, as AgentRun.tree does
-                for key in usage:
-                    usage[key] += k["usage"].get(key, 0)
+            usage = self.subtree_usage(node_id)
             return {
                 "id": n.id, "parentId": n.parent_id, "type": n.type, "status": n.status, "prompt": n.prompt,
                 "content": n.content, "result": n.result, "error": n.error, "depth": n.depth,
@@ -355,9 +366,8 @@ def _num_text(value: Any) -> str:
 
 def _usage_text(node: dict[str, Any]) -> str:
     usage = node.get("usage") or {}
-    parts = []
-    if usage.get("inputTokens") or usage.get("outputTokens"):
-        parts.append(f"{usage.get('inputTokens', 0)} in / {usage.get('outputTokens', 0)} out tokens")
+    counted = usage.get("inputTokens") or usage.get("outputTokens") or usage.get("basis") not in (None, "none")
+    parts = [token_text(usage, tree_scope(node))] if counted else []
     elapsed = node.get("elapsed")
     if elapsed is None and node.get("startedAt") and node.get("endedAt"):
         try:

@@ -37,6 +37,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from agentstack_lab.engine.state import token_text
 from agentstack_lab.notebook.cards import QueryCard
 from agentstack_lab.notebook.controls import CSS as CONTROLS_CSS
 from agentstack_lab.notebook.controls import ActionBar, Presence, answer_bars
@@ -235,8 +236,10 @@ class _NodeView:
         _set(self.activity, "value", f'<span class="agentstack-quiet">{spin}{escape(doing)}</span>' if doing else "")
         _hidden(self.activity, not doing)
         parts = []
-        if node.usage:
-            parts.append(f"in {node.usage.get('inputTokens', 0)} · out {node.usage.get('outputTokens', 0)} tok")
+        if node.usage or node.children:  # one figure: the subtree's when the agent has subagents
+            state = self.tree.state
+            usage = state.subtree_usage(node.id) if node.id in state.nodes else node.usage
+            parts.append(token_text(usage, "subtree" if node.children else "this agent"))
         elapsed = node.elapsed(now)
         if elapsed is not None:
             parts.append(format_elapsed(elapsed))
@@ -450,8 +453,19 @@ class AgentTree(W.VBox):
         dirty, self._dirty = self._dirty, set()
         for node_id in self._ordered(dirty):
             self._view(node_id).update(self.state.nodes[node_id], now)
+        ancestors = {p for i in dirty for p in self._ancestors(i)} - dirty
+        for node_id in ancestors:  # their subtree's token figure changed with a descendant's
+            if node_id in self._views:
+                self._views[node_id].update_meta(self.state.nodes[node_id], now)
         self._update_hint()
         self._arm_ticker()
+
+    def _ancestors(self, node_id: str) -> list[str]:
+        out, parent = [], self.state.nodes[node_id].parent_id if node_id in self.state.nodes else None
+        while parent is not None and parent in self.state.nodes and parent not in out:
+            out.append(parent)
+            parent = self.state.nodes[parent].parent_id
+        return out
 
     def _update_hint(self) -> None:
         """The background hint shows while a followed run has agents at work."""

@@ -29,6 +29,7 @@ from agentstack_lab.providers.base import (
     UsageEvent,
 )
 from agentstack_lab.providers.support import LoopClients, missing_extra, resolve_key, stream_with_retries
+from agentstack_lab.validation import seconds_text
 
 try:
     import anthropic
@@ -185,7 +186,7 @@ class AnthropicProvider:
             return AuthenticationError(f"anthropic rejected the API key ({exc.status_code}); "
                                        f"check {self._key_source}")
         if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-            return ProviderTimeout(f"anthropic: no response within {self.timeout:g}s (request or stalled stream)")
+            return ProviderTimeout(f"anthropic: no response within {seconds_text(self.timeout)} (request or stalled stream)")
         if isinstance(exc, anthropic.APIConnectionError):
             return ProviderUnavailable(f"anthropic: cannot connect to {self.base_url or 'the Anthropic API'}: "
                                        f"{exc.__cause__ or exc}")

@@ -14,6 +14,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from agentstack_lab.errors import AgentstackError
 
 __all__ = [
+    "TokenBasis",
+    "combine_basis",
     "TextBlock",
     "ToolUseBlock",
     "ToolResultBlock",
@@ -128,6 +130,7 @@ class UsageEvent:
     type: Literal["usage"] = "usage"
     input_tokens: int = 0
     output_tokens: int = 0
+    estimated: bool = False  # counted by us (the offline scripted provider), not reported by a model's API
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,10 +142,27 @@ class StopEvent:
 ProviderEvent = TextDeltaEvent | ToolUseEvent | UsageEvent | StopEvent
 
 
+TokenBasis = Literal["none", "reported", "estimated", "unknown", "partial"]
+"""Where a token figure comes from: no model call yet, the provider's report, our estimate, nothing (the
+provider reports no usage: a CLI agent), or a sum over calls some of which reported nothing."""
+
+
+def combine_basis(a: str, b: str) -> str:
+    """The basis of a sum of two figures (``unknown`` plus a number is ``partial``: a lower bound)."""
+    if a == "none" or a == b:
+        return b
+    if b == "none":
+        return a
+    if "unknown" in (a, b) or "partial" in (a, b):
+        return "partial"
+    return "estimated"  # reported + estimated: the sum is an estimate
+
+
 @dataclass(kw_only=True)
 class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
+    basis: str = "none"  # a TokenBasis
 
     @property
     def total(self) -> int:
@@ -151,6 +171,8 @@ class Usage:
     def add(self, other: Usage | UsageEvent) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
+        basis = other.basis if isinstance(other, Usage) else "estimated" if other.estimated else "reported"
+        self.basis = combine_basis(self.basis, basis)
 
 
 @dataclass(kw_only=True)

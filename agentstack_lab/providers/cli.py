@@ -33,6 +33,7 @@ from agentstack_lab.providers.base import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from agentstack_lab.validation import seconds_text
 
 __all__ = ["CliSpec", "CLI_SPECS", "CliProvider", "cli_provider", "check_cli_providers", "render_prompt"]
 
@@ -158,7 +159,7 @@ class CliProvider:
                 raise ProviderError(f"{self.name}: `{self.spec.binary}` exited with status {code}: {tail}")
             yield StopEvent(reason="end_turn")
         except TimeoutError:
-            raise ProviderTimeout(f"{self.name}: no answer within {self.timeout:g}s; "
+            raise ProviderTimeout(f"{self.name}: no answer within {seconds_text(self.timeout)}; "
                                   f"the `{self.spec.binary}` process was killed") from None
         finally:
             await _kill(proc)

@@ -59,6 +59,8 @@ async def complete(provider: Provider, request: ProviderRequest,
             out.usage.add(ev)
         elif isinstance(ev, StopEvent):
             out.stop_reason = ev.reason
+    if out.usage.basis == "none":  # the provider said nothing about tokens: unknown, not zero
+        out.usage.basis = "unknown"
     out.text = "".join(parts)
     return out
 

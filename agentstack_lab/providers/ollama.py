@@ -33,6 +33,7 @@ from agentstack_lab.providers.base import (
     UsageEvent,
 )
 from agentstack_lab.providers.support import RETRY_STATUSES, resolve_key, retry_after_seconds, with_retries
+from agentstack_lab.validation import seconds_text
 
 __all__ = ["OllamaProvider", "DEFAULT_MODEL", "DEFAULT_EMBEDDING_MODEL", "DEFAULT_HOST", "ollama_base_url",
            "to_ollama_messages"]
@@ -172,7 +173,7 @@ class OllamaProvider:
             return ProviderUnavailable(f"Ollama is not running at {self.base_url} "
                                        "(start it with `ollama serve`, or set OLLAMA_HOST)")
         if isinstance(exc, httpx.TimeoutException):
-            return ProviderTimeout(f"ollama: no response within {self.timeout:g}s (request or stalled stream)")
+            return ProviderTimeout(f"ollama: no response within {seconds_text(self.timeout)} (request or stalled stream)")
         if isinstance(exc, httpx.HTTPError):
             return ProviderError(f"ollama: connection to {self.base_url} failed: {exc}")
         return exc

@@ -29,6 +29,7 @@ from agentstack_lab.providers.base import (
     UsageEvent,
 )
 from agentstack_lab.providers.support import LoopClients, missing_extra, resolve_key, stream_with_retries
+from agentstack_lab.validation import seconds_text
 
 try:
     import openai
@@ -193,7 +194,7 @@ class OpenAIProvider:
         if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
             return AuthenticationError(f"openai rejected the API key ({exc.status_code}); check {self._key_source}")
         if isinstance(exc, openai.APITimeoutError):
-            return ProviderTimeout(f"openai: no response within {self.timeout:g}s (request or stalled stream)")
+            return ProviderTimeout(f"openai: no response within {seconds_text(self.timeout)} (request or stalled stream)")
         if isinstance(exc, openai.APIConnectionError):
             return ProviderUnavailable(f"openai: cannot connect to {self.base_url or 'the OpenAI API'}: "
                                        f"{exc.__cause__ or exc}")

@@ -158,7 +158,7 @@ class ScriptedProvider:
                     yield ev
         if not saw_usage:
             yield UsageEvent(input_tokens=estimate_tokens(_request_text(request)),
-                             output_tokens=estimate_tokens("".join(out_text)))
+                             output_tokens=estimate_tokens("".join(out_text)), estimated=True)
         yield StopEvent(reason="tool_use" if tool_used else "end_turn")
 
 

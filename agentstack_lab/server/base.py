@@ -67,6 +67,34 @@ class ServerState:
         self.workspace.close()
 
 
+def person_name(handler: Any) -> str:
+    """Who answers through ``handler``: the Jupyter user's name, stable across requests.
+
+    Jupyter's default identity provider makes up a new "Anonymous <moon>" user for every request that
+    carries the server's token without a cookie; that token identifies one person, the one who started
+    the server, so their login name is used. Any other provider's user (JupyterHub, a custom one) is
+    named by its ``display_name``, ``name`` or ``username``.
+    """
+    user = handler.current_user
+    if user is None:
+        return "lab"
+    provider = getattr(handler, "identity_provider", None)
+    from jupyter_server.auth.identity import IdentityProvider
+
+    made_up = str(getattr(user, "name", "") or "").startswith("Anonymous ")
+    invented = getattr(type(provider), "generate_anonymous_user", None) is IdentityProvider.generate_anonymous_user
+    if made_up and invented:  # the name came from Jupyter's own generator, not from a real login
+        import getpass
+
+        with contextlib.suppress(Exception):
+            return getpass.getuser()
+    for attr in ("display_name", "name", "username"):
+        value = getattr(user, attr, None)
+        if isinstance(value, str) and value.strip():
+            return value
+    return "lab"
+
+
 class BaseHandler(APIHandler):
     """JSON in and out; a user error is one line with 400/404, anything else keeps Jupyter's handling."""
 

@@ -17,7 +17,7 @@ from typing import Any
 import tornado
 
 from agentstack_lab.errors import UsageError
-from agentstack_lab.server.base import PREFIX, BaseHandler
+from agentstack_lab.server.base import PREFIX, BaseHandler, person_name
 
 __all__ = ["control_routes", "run_extras"]
 
@@ -56,8 +56,7 @@ class DecisionActionHandler(BaseHandler):
     def post(self, ref: str, action: str) -> None:
         data = self.body()
         ds = _decisions(self.state)
-        user = self.current_user
-        by = getattr(user, "display_name", None) or getattr(user, "username", None) or "lab"
+        by = person_name(self)
         if action == "answer":
             if "response" not in data:
                 raise UsageError("answer needs a 'response' in the request body")

@@ -21,7 +21,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from tornado import websocket
 
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
-from agentstack_lab.server.base import PREFIX, BaseHandler, ServerState
+from agentstack_lab.server.base import PREFIX, BaseHandler, ServerState, person_name
 from agentstack_lab.server.hub import Message, dumps
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
                 run = self.state.start_run(event.prompt, event.agent_type, event.options)
                 self.write_message(dumps({"type": "run-started", "runId": run.id}))
             elif isinstance(event, UserResponse):
-                await answer_query(self.state, event.agent_id, event.query_id, event.response)
+                await answer_query(self.state, event.agent_id, event.query_id, event.response, by=person_name(self))
             elif isinstance(event, UserIntervention):
                 await intervene(self.state, event)
             elif isinstance(event, GetAgentTree):
@@ -258,16 +258,17 @@ class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
             unsubscribe()
 
 
-async def answer_query(state: ServerState, agent_id: str, query_id: str, response: Any) -> None:
+async def answer_query(state: ServerState, agent_id: str, query_id: str, response: Any, *,
+                       by: str | None = None) -> None:
     """Answer a user query of any run: one hosted here directly, others through the workspace."""
     run = state.local_run_of(agent_id)
     if run is not None:
-        run.respond(query_id, response, surface="lab")
+        run.respond(query_id, response, surface="lab", by=by)
         return
     from agentstack_lab.decisions import DecisionNotFoundError, decisions_for
 
     try:  # a run of another process: answer its persisted decision
-        decisions_for(state.workspace).answer(query_id, response, surface="lab")
+        decisions_for(state.workspace).answer(query_id, response, surface="lab", by=by)
     except DecisionNotFoundError:
         raise NotFoundError(f"no pending query {query_id} of agent {agent_id} in this workspace") from None
 

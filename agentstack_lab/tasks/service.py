@@ -8,6 +8,7 @@ required a checkpoint is created *instead of* the task, and approving it creates
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from agentstack_lab.tasks.consensus import Checkpoint, Consensus
@@ -45,10 +46,11 @@ class TaskService:
                session_id: str | None = None, risk_level: str | None = None) -> dict[str, Any]:
         """Create a task (or, when consensus is required, a checkpoint for it); see the module doc."""
         drift = None
+        task_id = str(uuid.uuid4())  # known before the drift check, so its event row names the task
         if parent_id is not None:
             parent = self.store.get(parent_id)  # unknown parent: a clear error before anything else
             if input:
-                drift, vector = self.drift.check(input, agent_type, parent_id)
+                drift, vector = self.drift.check(input, agent_type, parent_id, task_id=task_id)
                 if drift.action == "prevented":
                     raise DriftPreventedError(f"task not created: its input repeats ancestor task "
                                               f"{drift.most_similar_task_id} (similarity "
@@ -65,7 +67,7 @@ class TaskService:
                                            parent_input=parent.input if parent else None, origin="task_create")
                 return {"created": False, "consensus_required": True, "reason": check["reason"],
                         "checkpoint": cp.to_dict(), "drift": drift.to_dict() if drift else None}
-        task = self.store.create(agent_type, input, parent_id=parent_id, session_id=session_id,
+        task = self.store.create(agent_type, input, parent_id=parent_id, session_id=session_id, task_id=task_id,
                                  risk_level=risk_level or (self.consensus.estimate(agent_type, input)
                                                            if self.consensus is not None else None))
         self.drift.index(task.id, input)
