@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agentstack_lab.engine.log import EventLog
 from agentstack_lab.engine.options import AgentFailedError
 from agentstack_lab.engine.state import AgentNode
+from agentstack_lab.errors import AgentstackError
 
 if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
@@ -94,6 +95,15 @@ class LifecycleMixin:
         try:
             if root.terminal:  # stopped before it began
                 return
+            if self.options.coordinate and self.options.cluster is not None:
+                from agentstack_lab.engine.coordinate import connect_first
+
+                try:  # an unreachable cluster fails the run before any subagent is queued
+                    await connect_first(self)
+                except AgentstackError as exc:
+                    self._failure, self.error = exc, str(exc)
+                    self.finish_agent(root, "failed", error=str(exc))
+                    return
             if self.options.timeout_s is not None:
                 watchdog = asyncio.get_running_loop().call_later(
                     self.options.timeout_s, self._budget_stop,
