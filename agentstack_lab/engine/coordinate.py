@@ -62,7 +62,8 @@ __all__ = ["Worker", "run_queued", "queued_agent", "connect_first", "RunCoordina
 
 log = logging.getLogger(__name__)
 
-_PASSED_OPTIONS = ("max_depth", "max_children", "max_agents", "max_turns", "auto_approve", "subagents",
+_PASSED_OPTIONS = ("max_depth", "max_children", "max_agents", "max_turns", "auto_approve", "subagents", "on_query",
+                   "decision_timeout",
                    "answers", "executor")
 
 

@@ -66,7 +66,7 @@ class LifecycleMixin:
             self.monitor = RunMonitor(self, self.workspace.config.monitoring, db=db, decisions=self.decision_store)
         from agentstack_lab.hooks import RunHooks
 
-        self.hooks = RunHooks(self.workspace, run_id=self.id, session_id=self.session_id)
+        self.hooks = RunHooks(self.workspace, run_id=self.run_id, session_id=self.session_id)
         self.hooks.session_start(prompt=self.prompt, agent_type=self.agent_type)
         at = self.attach
         root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt, parent_id=at and at.parent_id,
@@ -145,7 +145,8 @@ class LifecycleMixin:
                     fut.cancel()
             if self.decision_store is not None:  # nothing may stay pending for a run that is over
                 with contextlib.suppress(Exception):
-                    self.decision_store.cancel_for_run(self.id, f"the run ended ({root.status})")
+                    self.decision_store.cancel_for_run(self.run_id, f"the run ended ({root.status})",
+                                                        agent_ids=list(self.nodes) if self.attach else None)
             if self.coordination is not None:
                 await self.coordination.shutdown()
             if self._log is not None:
