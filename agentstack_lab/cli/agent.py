@@ -149,6 +149,15 @@ async def _run(prompt: str, *, ws: Workspace, agent_type: str | None, provider: 
         with contextlib.suppress(BaseException):
             await run.wait(raise_on_error=False)
         raise
+    if options.get("cluster") is not None and run.status == "failed":
+        from agentstack_lab.coordination.dask import ClusterError
+
+        try:
+            await run.wait()
+        except ClusterError:  # the run could not start its subagents: one line, exit 2 (not a verdict)
+            raise
+        except Exception:  # noqa: BLE001 - any other failure is the run's verdict, reported by the caller
+            pass
     return run
 
 

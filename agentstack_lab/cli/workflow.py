@@ -225,7 +225,8 @@ def _on_cluster(specs: list[Any], cluster: str, report: str | None, kernel_name:
 
     def done(spec: Any, run: Any) -> None:
         res = run.result
-        again = f" [{run.attempts} attempts: a worker was lost]" if run.attempts > 1 else ""
+        again = (f" [executed {run.attempts} times: it was in flight when a worker was lost]" if run.repeated
+                 else "")
         _echo(f"{_LABEL[res.status]} {spec.output} ({res.duration:.1f}s): {res.message}{again}")
 
     runs = run_batch_on_cluster(specs, cluster=cluster, kernel_name=kernel_name, fork=fork, cwd=cwd,
@@ -233,11 +234,11 @@ def _on_cluster(specs: list[Any], cluster: str, report: str | None, kernel_name:
     results = [r.result for r in runs]
     counts = {s: sum(r.status == s for r in results) for s in _LABEL}
     _echo(f"{len(results)} runs on {cluster}: {counts['pass']} PASS, {counts['fail']} FAIL, {counts['error']} ERROR"
-          f" ({sum(r.attempts > 1 for r in runs)} retried)")
+          f" ({sum(r.repeated for r in runs)} executed again: in flight on a lost worker)")
     if report:
         summary = [{"notebook": r.result.notebook, "status": r.result.status, "exitCode": r.result.exit_code,
                     "message": r.result.message, "output": r.result.output, "attempts": r.attempts,
-                    "workers": r.workers} for r in runs]
+                    "repeated": r.repeated, "workers": r.workers} for r in runs]
         Path(report).parent.mkdir(parents=True, exist_ok=True)
         Path(report).write_text(json.dumps({"runs": summary}, indent=2) + "\n", "utf-8")
     return EXIT_ERROR if counts["error"] else EXIT_FAIL if counts["fail"] else 0

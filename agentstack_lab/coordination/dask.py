@@ -63,8 +63,12 @@ def check_address(address: Any) -> None:
                            f"got {type(address).__name__}")
 
 
-def connect_cluster(address: str, *, n_workers: int = 2, timeout: float = 30.0) -> tuple[Any, Any]:
-    """``(client, local_cluster_or_None)`` for ``address`` (``"local"`` starts a LocalCluster of processes)."""
+def connect_cluster(address: str, *, n_workers: int = 2, timeout: float | None = None) -> tuple[Any, Any]:
+    """``(client, local_cluster_or_None)`` for ``address`` (``"local"`` starts a LocalCluster of processes).
+
+    ``timeout`` (seconds) defaults to dask's ``distributed.comm.timeouts.connect`` (30 s unless configured);
+    a scheduler not reached by then is a :class:`ClusterError`.
+    """
     check_address(address)
     distributed = import_distributed()
     if address == "local":
@@ -72,9 +76,20 @@ def connect_cluster(address: str, *, n_workers: int = 2, timeout: float = 30.0) 
                                            dashboard_address=None)
         return distributed.Client(cluster), cluster
     try:
-        return distributed.Client(address, timeout=timeout), None
+        return distributed.Client(address, timeout=timeout if timeout is not None else _connect_timeout()), None
     except (OSError, TimeoutError) as exc:
-        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+        raise ClusterError(f"cannot reach the Dask scheduler at {address}: {_one_line(exc)}") from None
+
+
+def _connect_timeout() -> float:
+    import dask.config
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect", "30s"), default="seconds"))
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class _SharedLocal:

@@ -253,12 +253,21 @@ class Decisions:
         self._wake(id)
         return bool(changed)
 
-    def cancel_for_run(self, run_id: str, reason: str = "the run ended") -> int:
-        """Cancel every pending decision of a run (it ended, was stopped, or its process died)."""
+    def cancel_for_run(self, run_id: str, reason: str = "the run ended", *,
+                       agent_ids: list[str] | None = None) -> int:
+        """Cancel every pending decision of a run (it ended, was stopped, or its process died).
+
+        ``agent_ids``: only those agents' (a subtask a worker ran for the run ended, the run goes on).
+        """
         with self.db.transaction() as conn:
-            ids = [r[0] for r in conn.execute("SELECT id FROM decisions WHERE run_id = ? AND state = 'pending'",
-                                              (run_id,))]
-            n = cancel_pending(conn, run_id, reason) if ids else 0
+            ids = [r[0] for r in conn.execute("SELECT id, agent_id FROM decisions WHERE run_id = ? AND state = "
+                                              "'pending'", (run_id,)) if agent_ids is None or r[1] in agent_ids]
+            if agent_ids is None:
+                n = cancel_pending(conn, run_id, reason) if ids else 0
+            else:
+                now = time.time()
+                n = sum(conn.execute("UPDATE decisions SET state = 'cancelled', reason = ?, answered_at = ? "
+                                     "WHERE id = ? AND state = 'pending'", (reason, now, i)).rowcount or 0 for i in ids)
         for i in ids:
             self._wake(i)
         return n

@@ -51,6 +51,22 @@ def apply_intervention(run: AgentRun, item: Any) -> None:
         raise ValueError(f"unknown intervention {item.action!r}")
 
 
+def _worked_here(run: AgentRun, item: Any) -> bool:
+    """Whether this process applies ``item``: its agent is in ``run.nodes`` and not a queued child.
+
+    Interventions are filed under the run id (the coordinator's, for a subtask a worker runs); the
+    coordinator leaves a queued child's to the worker running it, except ``stop``, which it applies by
+    cancelling the queue row; a worker's attached run skips the agents of the rest of the tree.
+    """
+    def queued(node: Any) -> bool:
+        return node.id != run.id and "queue" in node.metadata and not node.terminal
+
+    node = run.nodes.get(item.agent_id) if item.agent_id else run.nodes.get(run.id)
+    if node is None:  # the coordinator refuses an unknown agent's, unless a worker may hold that agent
+        return run.attach is None and not any(queued(n) for n in run.nodes.values())
+    return not queued(node) or item.action == "stop"
+
+
 async def follow_interventions(run: AgentRun, db: Any) -> None:
     """Apply this run's queued interventions until cancelled."""
     from agentstack_lab.decisions import Interventions
@@ -64,7 +80,9 @@ async def follow_interventions(run: AgentRun, db: Any) -> None:
             polls += 1
             if version != seen or polls % 10 == 0:  # every second anyway: writes on this connection
                 seen = version
-                for item in await thread_call(interventions.pending, run.id):
+                for item in await thread_call(interventions.pending, run.run_id):
+                    if not _worked_here(run, item):
+                        continue  # another process's run of the same tree applies it
                     error = None
                     try:
                         apply_intervention(run, item)

@@ -58,11 +58,12 @@ from agentstack_lab.providers.base import Usage
 if TYPE_CHECKING:
     from agentstack_lab.engine.run import AgentRun
 
-__all__ = ["Worker", "run_queued", "queued_agent", "RunCoordination", "run_task_on_dask"]
+__all__ = ["Worker", "run_queued", "queued_agent", "connect_first", "RunCoordination", "run_task_on_dask"]
 
 log = logging.getLogger(__name__)
 
-_PASSED_OPTIONS = ("max_depth", "max_children", "max_agents", "max_turns", "auto_approve", "subagents",
+_PASSED_OPTIONS = ("max_depth", "max_children", "max_agents", "max_turns", "auto_approve", "subagents", "on_query",
+                   "decision_timeout",
                    "answers", "executor")
 
 
@@ -211,6 +212,18 @@ def _payload(run: AgentRun, node: AgentNode) -> dict[str, Any]:
     provider = getattr(run.provider, "name", None)
     return {"runId": run.run_id, "parentId": node.parent_id, "depth": node.depth, "sessionId": run.session_id,
             "options": options, **({"provider": provider} if isinstance(provider, str) else {})}
+
+
+async def connect_first(run: AgentRun) -> None:
+    """Connect a coordinated run to its Dask cluster before its tree starts.
+
+    Raises :class:`~agentstack_lab.coordination.dask.ClusterError` when the scheduler cannot be reached
+    within the connect timeout (dask config ``distributed.comm.timeouts.connect``), so the run fails
+    with that one line instead of completing with subagents that never ran.
+    """
+    if run.coordination is None:
+        run.coordination = RunCoordination(run)
+    await run.coordination.ready()
 
 
 async def queued_agent(run: AgentRun, node: AgentNode, *, priority: int) -> None:

@@ -71,7 +71,7 @@ class RunControl:
         from agentstack_lab.tasks.store import TaskStore
 
         with self._db.transaction() as conn:
-            TaskStore(self._db, session_exists=self.run.workspace.session_lookup).upsert_agents(conn, [node.row(self.run.id, self.run.session_id)])
+            TaskStore(self._db, session_exists=self.run.workspace.session_lookup).upsert_agents(conn, [node.row(self.run.run_id, self.run.session_id)])
         self._drift().index(node.id, node.prompt, vector=vector)
 
     def begin(self, root: AgentNode) -> None:
@@ -84,7 +84,7 @@ class RunControl:
             return {}, None
         from agentstack_lab.tasks.drift import DriftPreventedError
 
-        result, vector = self._drift().check(prompt, agent_type, parent.id, task_id=child_id, run_id=self.run.id)
+        result, vector = self._drift().check(prompt, agent_type, parent.id, task_id=child_id, run_id=self.run.run_id)
         if result.action == "prevented":
             why = (f"subagent not spawned: drift detection found its prompt repeats ancestor task "
                    f"{result.most_similar_task_id} (similarity {result.highest_similarity:.3f} >= "
@@ -125,7 +125,7 @@ class RunControl:
         required, reason = requires_consensus(risk, parent.depth + 1, parent.id, cfg)
         if not required:
             return plan
-        cp = consensus.create(parent.id, proposed, parent_task_id=parent.parent_id, run_id=self.run.id,
+        cp = consensus.create(parent.id, proposed, parent_task_id=parent.parent_id, run_id=self.run.run_id,
                               agent_id=parent.id, parent_input=parent.prompt)
         parent.metadata["consensus"] = {"checkpointId": cp.id, "decisionId": cp.decision_id, "status": "pending",
                                         "riskLevel": risk, "strategy": cfg.reviewer_strategy, "reason": reason}

@@ -78,7 +78,7 @@ class InboundMixin:
         if (entry is None or (entry[1] is not None and entry[1].done())) and self.decision_store is not None:
             with contextlib.suppress(KeyError):
                 decision = self.decision_store.get(query_id)
-                if decision.run_id == self.id and not decision.pending:
+                if decision.run_id == self.run_id and not decision.pending:
                     from agentstack_lab.decisions import DecisionClosedError
 
                     raise DecisionClosedError(decision.closed_message())

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from agentstack_lab.engine.log import EventLog
 from agentstack_lab.engine.options import AgentFailedError
 from agentstack_lab.engine.state import AgentNode
+from agentstack_lab.errors import AgentstackError
 
 if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
@@ -67,7 +68,7 @@ class LifecycleMixin:
             self.monitor = RunMonitor(self, self.workspace.config.monitoring, db=db, decisions=self.decision_store)
         from agentstack_lab.hooks import RunHooks
 
-        self.hooks = RunHooks(self.workspace, run_id=self.id, session_id=self.session_id)
+        self.hooks = RunHooks(self.workspace, run_id=self.run_id, session_id=self.session_id)
         self.hooks.session_start(prompt=self.prompt, agent_type=self.agent_type)
         at = self.attach
         root = AgentNode(id=self.id, type=self.agent_type, prompt=self.prompt, parent_id=at and at.parent_id,
@@ -96,6 +97,15 @@ class LifecycleMixin:
         try:
             if root.terminal:  # stopped before it began
                 return
+            if self.options.coordinate and self.options.cluster is not None:
+                from agentstack_lab.engine.coordinate import connect_first
+
+                try:  # an unreachable cluster fails the run before any subagent is queued
+                    await connect_first(self)
+                except AgentstackError as exc:
+                    self._failure, self.error = exc, str(exc)
+                    self.finish_agent(root, "failed", error=str(exc))
+                    return
             if self.options.timeout_s is not None:
                 watchdog = asyncio.get_running_loop().call_later(
                     self.options.timeout_s, self._budget_stop,
@@ -137,7 +147,8 @@ class LifecycleMixin:
                     fut.cancel()
             if self.decision_store is not None:  # nothing may stay pending for a run that is over
                 with contextlib.suppress(Exception):
-                    self.decision_store.cancel_for_run(self.id, f"the run ended ({root.status})")
+                    self.decision_store.cancel_for_run(self.run_id, f"the run ended ({root.status})",
+                                                        agent_ids=list(self.nodes) if self.attach else None)
             if self.coordination is not None:
                 await self.coordination.shutdown()
             if self._log is not None:

@@ -57,7 +57,7 @@ async def ask(run: AgentRun, node: AgentNode, kind: str, prompt: str, options: d
     timeout = opts.decision_timeout
     fut: asyncio.Future[Any] | None = None
     if store is not None:
-        decision = store.create(kind=kind, prompt=prompt, run_id=run.id, agent_id=node.id, options=options,
+        decision = store.create(kind=kind, prompt=prompt, run_id=run.run_id, agent_id=node.id, options=options,
                                 code=(options or {}).get("code") if kind == "approval" else None, timeout=timeout)
         query_id = decision.id
     else:
@@ -96,7 +96,7 @@ def _auto_answer(run: AgentRun, node: AgentNode, kind: str, prompt: str, options
     query_id = None
     store = run.decision_store
     if store is not None:
-        decision = store.create(kind=kind, prompt=prompt, run_id=run.id, agent_id=node.id, options=options,
+        decision = store.create(kind=kind, prompt=prompt, run_id=run.run_id, agent_id=node.id, options=options,
                                 metadata={"policy": "auto"},
                                 code=(options or {}).get("code") if kind == "approval" else None)
         query_id = decision.id

@@ -218,7 +218,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
 
     def provenance(self) -> Any:
         """What this run did to kernel variables (and what undoing it put back), as a pandas DataFrame."""
-        return self.workspace.provenance(run_id=self.id)
+        return self.workspace.provenance(run_id=self.run_id)
 
     def undo(self) -> list[Any]:
         """Put back the kernel variables this run created, changed or deleted (see ``engine/provenance.py``).
@@ -229,7 +229,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
         """
         from agentstack_lab.engine.history import undo_run
 
-        return undo_run(self.executor, self.workspace.db, self.id, secrets=self.secrets())
+        return undo_run(self.executor, self.workspace.db, self.run_id, secrets=self.secrets())
 
     def subscribe(self, callback: Callable[[OutboundEvent], Any], replay: bool = True) -> Callable[[], None]:
         """Call ``callback(event)`` for every outbound event, in order; returns an unsubscribe function."""
@@ -408,7 +408,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
     def exec_context(self, node: AgentNode, call_id: str | None = None) -> ExecContext:
         """What code ``node`` runs gets: ``fork``/``wait`` into this run, the secrets to redact, provenance ids."""
         loop = asyncio.get_running_loop()
-        return ExecContext(agent_id=node.id, run_id=self.id, call_id=call_id, secrets=tuple(self.secrets()),
+        return ExecContext(agent_id=node.id, run_id=self.run_id, call_id=call_id, secrets=tuple(self.secrets()),
                            fork=fork_from_thread(loop, lambda prompt, kind: self.spawn_child(node, prompt, kind).id),
                            wait=wait_from_thread(loop, self.nodes))
 
@@ -418,7 +418,7 @@ class AgentRun(InboundMixin, LifecycleMixin):
             from agentstack_lab.engine.history import change_rows
             from agentstack_lab.store import provenance
 
-            rows = change_rows(changes, run_id=self.id, agent_id=node.id, call_id=call_id, secrets=self.secrets())
+            rows = change_rows(changes, run_id=self.run_id, agent_id=node.id, call_id=call_id, secrets=self.secrets())
             try:
                 await thread_call(provenance.write, self.workspace.db, rows)
             except Exception as exc:  # the code ran: its result still reaches the model; the log says what was lost

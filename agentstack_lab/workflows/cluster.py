@@ -42,6 +42,8 @@ from agentstack_lab.workflows.execute import RunResult
 __all__ = ["ClusterError", "ClusterRun", "run_batch_on_cluster", "connect_cluster", "ensure_pool"]
 
 EVENT_TOPIC = "agentstack-workflow-attempt"
+DONE_TOPIC = "agentstack-workflow-done"
+"""Scheduler event topic: one ``{key, worker}`` per run that finished its notebook (never executed again)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,12 +56,20 @@ class ClusterRun:
     pool: dict[str, Any] | None = None  # the serving worker's pool: id, pid, zygotePid, run (its n-th run)
     scheduler: str | None = None  # the Dask scheduler's address the batch ran on
 
+    @property
+    def repeated(self) -> bool:
+        """The notebook was executed more than once: it was in flight on a lost worker (or raised and was retried)."""
+        return self.attempts > 1
+
 
 def _run_on_worker(spec: dict[str, Any], options: dict[str, Any], key: str, plugin: str) -> dict[str, Any]:
     """The task: one run on this worker's kernel pool; returns the result, the files' bytes and the pool's stats."""
     from distributed import get_worker
 
     worker = get_worker()
+    done = _finished_on(key)
+    if done is not None:  # it finished on a worker lost before its result was fetched: never run twice
+        return {"finishedOn": done}
     worker.log_event(EVENT_TOPIC, {"key": key, "worker": worker.address})
     pool = worker.plugins.get(plugin)
     if pool is None:  # the plugin is registered before any task is submitted, on every worker
@@ -69,7 +79,16 @@ def _run_on_worker(spec: dict[str, Any], options: dict[str, Any], key: str, plug
         output, report = Path(tmp) / "out.ipynb", Path(tmp) / "report.json"
         got = pool.run(spec["notebook"], spec["parameters"], output, report, **options)
         files = {name: p.read_bytes() for name, p in (("output", output), ("report", report)) if p.exists()}
+    worker.log_event(DONE_TOPIC, {"key": key, "worker": worker.address})
     return {**got, "files": files, "worker": worker.address}
+
+
+def _finished_on(key: str) -> str | None:
+    """Inside a task: the worker on which run ``key`` already finished its notebook, if any."""
+    from distributed import get_client
+
+    return next((ev.get("worker") for _, ev in get_client().get_events(DONE_TOPIC)
+                 if isinstance(ev, dict) and ev.get("key") == key), None)
 
 
 def ensure_pool(client: Any, *, kernel_name: str = "python3", fork: bool = True, cwd: str | None = None,
@@ -121,17 +140,23 @@ def run_batch_on_cluster(specs: list[RunSpec], *, cluster: str | Any, kernel_nam
         plugin = ensure_pool(client, kernel_name=pooled, fork=fork,
                              cwd=str(Path(cwd).resolve()) if cwd else None, size=pool_size)
         keys = [f"agentstack-run-{batch}-{i:04d}" for i in range(len(specs))]
-        futures = {client.submit(_run_on_worker, {"notebook": str(Path(s.notebook).resolve()),
-                                                  "parameters": dict(s.parameters)}, options, key,
-                                 plugin, key=key, retries=retries, pure=False): i
-                   for i, (s, key) in enumerate(zip(specs, keys, strict=True))}
+        index = {key: i for i, key in enumerate(keys)}
+        # only as_completed holds the futures: each is released once its result is here, so a worker
+        # lost later does not make Dask compute (run the notebook) again what was already fetched
+        done = distributed.as_completed([
+            client.submit(_run_on_worker, {"notebook": str(Path(s.notebook).resolve()),
+                                           "parameters": dict(s.parameters)}, options, key,
+                          plugin, key=key, retries=retries, pure=False)
+            for s, key in zip(specs, keys, strict=True)])
         raw: dict[int, dict[str, Any] | BaseException] = {}
-        for fut in distributed.as_completed(list(futures)):
-            i = futures[fut]
+        for fut in done:
+            i = index[fut.key]
             try:
                 raw[i] = fut.result()
             except Exception as exc:  # noqa: BLE001 - KilledWorker, a worker crash, a bug: reported as error
                 raw[i] = exc
+            fut.release()
+            del fut
         attempts: dict[str, list[str]] = {}
         for _, ev in client.get_events(EVENT_TOPIC):
             if ev.get("key") in keys:
@@ -141,6 +166,10 @@ def run_batch_on_cluster(specs: list[RunSpec], *, cluster: str | Any, kernel_nam
             got = raw[i]
             if isinstance(got, BaseException):
                 res = _lost(spec, got)
+            elif "finishedOn" in got:
+                res = RunResult(notebook=str(spec.notebook), status="error", exit_code=2,
+                                message=f"the run finished on worker {got['finishedOn']}, which was lost before its "
+                                        "result was fetched; not executed again", parameters=dict(spec.parameters))
             else:
                 res = RunResult(**got["result"])
                 for name, dest in (("output", spec.output), ("report", spec.report)):
