@@ -154,12 +154,16 @@ class ToolResult:
 
 @dataclass(frozen=True, kw_only=True)
 class UserQuery:
-    """The agent waits for a person: clarification, blocking question, code approval or final question."""
+    """The agent waits for a person on a decision (``query_id``): one of the :data:`DecisionKind` kinds.
+
+    A question (clarification, blocking, final), a code approval, a consensus checkpoint on the agent's
+    plan, or the resource monitor's intervention (answer ``resume`` or ``stop``).
+    """
 
     type: Literal["user-query"] = "user-query"
     agent_id: str
     query_id: str
-    kind: QueryKind
+    kind: DecisionKind
     prompt: str
     options: dict[str, Any] = field(default_factory=dict)
 

@@ -99,8 +99,9 @@ async def test_looping_agent_warning_intervention_resume_from_cli_then_terminati
         assert node.metadata["resources"]["apiCalls"] == 15
         assert phases(run.events) == ["normal", "warning", "intervention", "termination"]
         assert any(b.startswith("■ monitor stopped") for b in badges(node.metadata))
-        closed = Decisions(ws.db).get(decision.id)
-        assert (closed.state, closed.reason) == ("cancelled", "resumed (agent resume)")
+        closed = Decisions(ws.db).get(decision.id)  # `agent resume` answered it (issue 25 item 6), not cancelled
+        assert (closed.state, closed.answer, closed.surface) == ("answered", "resume", "cli") and closed.answered_by
+        assert "(by " in closed.closed_message() and closed.closed_message().endswith("from the terminal)")
         rows = ws.db.query("SELECT phase, reason FROM monitor_phase_changes WHERE agent_id = ? ORDER BY id", (run.id,))
         assert [tuple(r) for r in rows] == [("warning", "API calls 5/10"), ("intervention", "API calls 10/10"),
                                             ("termination", "API calls 15/10")]

@@ -337,11 +337,12 @@ class AgentRun(InboundMixin, LifecycleMixin):
         return run.start()
 
     async def ask_user(self, node: AgentNode, kind: str, prompt: str, options: dict[str, Any] | None = None, *,
-                       validate: Callable[[Any], Any] | None = None, optional: bool = False) -> Any:
+                       validate: Callable[[Any], Any] | None = None, optional: bool = False,
+                       opened: Callable[[str], Any] | None = None) -> Any:
         """Ask the person: a persisted decision any surface answers (see :mod:`agentstack_lab.engine.queries`)."""
         from agentstack_lab.engine.queries import ask
 
-        return await ask(self, node, kind, prompt, options, validate=validate, optional=optional)
+        return await ask(self, node, kind, prompt, options, validate=validate, optional=optional, opened=opened)
 
     def record_answer(self, node: AgentNode, kind: str, prompt: str, answer: Any, source: str, *,
                       query_id: str | None = None, by: str | None = None) -> None:
