@@ -27,7 +27,7 @@ from agentstack_lab.cli.common import (
     table,
 )
 from agentstack_lab.errors import UsageError
-from agentstack_lab.events import AGENT_STATUSES, QUESTION_KINDS
+from agentstack_lab.events import AGENT_STATUSES, QUESTION_KINDS, UNFINISHED
 from agentstack_lab.validation import check_float, check_int
 
 __all__ = ["STATUS_STYLE", "Watch", "app", "how_to_answer"]
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(no_args_is_help=True, help="Run agents headless, list them, show a run's tree, watch live.")
 
-_STYLES = {"running": "cyan", "waiting_user": "yellow", "completed": "green", "failed": "red", "stopped": "magenta"}
+_STYLES = {"running": "cyan", "waiting_user": "yellow", "paused": "yellow", "completed": "green", "failed": "red",
+           "stopped": "magenta"}
 STATUS_STYLE = {status: _STYLES.get(status, "dim") for status in AGENT_STATUSES}  # every status, from events.py
 QUERY_KINDS = QUESTION_KINDS  # approvals are given with --auto-approve, not --answer
 
@@ -76,7 +77,8 @@ class _Printer:
             st = ev.state
             self.names[ev.agent_id] = st.get("name") or ev.agent_id[:8]
             status = st.get("status")
-            if status in ("running", "completed", "failed", "stopped") and status != self.shown_status.get(ev.agent_id):
+            if status in ("running", "paused", "completed", "failed", "stopped") \
+                    and status != self.shown_status.get(ev.agent_id):
                 self.shown_status[ev.agent_id] = status
                 self._newline()
                 style = STATUS_STYLE.get(status, "")
@@ -356,7 +358,7 @@ class Watch:
         self.rows = self._rows()
 
     def _sorted(self) -> list[dict[str, Any]]:
-        return sorted(self.rows, key=lambda r: (r["status"] not in ("running", "waiting_user"), r["created_at"]))
+        return sorted(self.rows, key=lambda r: (r["status"] not in UNFINISHED, r["created_at"]))
 
     def snapshot(self) -> dict[str, Any]:
         """The same content as :meth:`table`, as JSON-ready data (``agent watch --json``)."""

@@ -40,11 +40,13 @@ AUTO_TEXT = "No answer is available (on_query=auto): proceed with your best assu
 
 async def ask(run: AgentRun, node: AgentNode, kind: str, prompt: str, options: dict[str, Any] | None = None, *,
               validate: Callable[[Any], Any] | None = None, optional: bool = False,
-              decision_id: str | None = None, opened: Callable[[str], Any] | None = None) -> Any:
+              decision_id: str | None = None, opened: Callable[[str], Any] | None = None,
+              waiting: str = "waiting_user") -> Any:
     """Ask the person and return the answer (see the module docstring for the order).
 
     ``decision_id``: a pending decision its caller opened already (a consensus checkpoint's);
-    ``opened(id)`` is called once the run waits on its decision.
+    ``opened(id)`` is called once the run waits on its decision, with the agent's status ``waiting``
+    (``paused`` for the resource monitor's intervention).
     """
     opts = run.options
     if kind in opts.answers:
@@ -80,7 +82,7 @@ async def ask(run: AgentRun, node: AgentNode, kind: str, prompt: str, options: d
     query = UserQuery(agent_id=node.id, query_id=query_id, kind=kind, prompt=prompt,  # type: ignore[arg-type]
                       options=dict(options or {}))
     run.open_queries[query_id] = (query, fut, validate)
-    node.set_status("waiting_user")
+    node.set_status(waiting)
     if opened is not None:
         opened(query_id)
     run.emit_state(node)

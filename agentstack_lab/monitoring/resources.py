@@ -252,7 +252,8 @@ class RunMonitor:
 
         try:
             answer = await self.run.ask_user(node, "intervention", prompt,
-                                             {"choices": ["resume", "stop"], "reason": r.reason}, opened=opened)
+                                             {"choices": ["resume", "stop"], "reason": r.reason}, opened=opened,
+                                             waiting="paused")
         finally:
             r.decision_id = None
             node.metadata["resources"] = r.to_dict()
