@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -221,10 +222,17 @@ def test_monitor_intervention_with_on_query_wait_names_the_decision_and_resumes(
                              "--on-query", "wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines: list[str] = []
-        for line in proc.stdout:  # the run says what it waits on, on its own output, before it waits
-            lines.append(line)
-            if "waiting for an answer" in line:
-                break
+        told = threading.Event()
+
+        def read() -> None:  # the run says what it waits on, on its own output, before it waits
+            for line in proc.stdout:
+                lines.append(line)
+                if "waiting for an answer" in line:
+                    told.set()
+                    return
+
+        threading.Thread(target=read, daemon=True).start()
+        assert told.wait(120), "".join(lines)  # before the fix: no line at all, the run hung silently
         asked = re.search(r"\? intervention decision ([0-9a-f-]{36}) from researcher-\w+: The resource monitor "
                           r"paused agent researcher \(\w+\): API calls 1/1", "".join(lines))
         assert asked, "".join(lines)
