@@ -6,7 +6,7 @@ outbound events (7 types); surfaces produce inbound ones (4 types).
 Vocabularies defined here once and derived everywhere else (the spawner's lifecycle, the tree
 views' icons, the CLI's colours, the MCP tool schemas, the magics' ``--answer`` kinds):
 
-* :data:`AgentStatus` (7 statuses) with :data:`TRANSITIONS` and :data:`TERMINAL` (3 of them),
+* :data:`AgentStatus` (8 statuses) with :data:`TRANSITIONS` and :data:`TERMINAL` (3 of them),
 * :data:`QueryKind` (4 kinds; :data:`QuestionKind` the 3 that can be answered up front as text),
 * :data:`ToolName` (the 3 engine tools), :data:`RelationshipType` (4 task relationships).
 
@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 from agentstack_lab.errors import AgentstackError
 
-AgentStatus = Literal["pending", "idle", "running", "waiting_user", "completed", "failed", "stopped"]
+AgentStatus = Literal["pending", "idle", "running", "waiting_user", "paused", "completed", "failed", "stopped"]
 QuestionKind = Literal["clarification", "blocking", "final"]
 QueryKind = Literal[QuestionKind, "approval"]
 ToolName = Literal["python", "memory_search", "memory_store"]
@@ -47,18 +47,22 @@ QUESTION_KINDS: tuple[str, ...] = get_args(QuestionKind)
 TOOL_NAMES: tuple[str, ...] = get_args(ToolName)
 RELATIONSHIP_TYPES: tuple[str, ...] = get_args(RelationshipType)
 
-# The engine's lifecycle (pending → running ⇄ waiting_user → completed | failed | stopped) plus the
-# spawner's ``idle`` (design seed §1.2: an agent created but not yet asked anything).
+# The engine's lifecycle (pending → running ⇄ waiting_user | paused → completed | failed | stopped) plus
+# the spawner's ``idle`` (design seed §1.2: an agent created but not yet asked anything). ``paused``: held
+# at a checkpoint by a pause (``agent pause``, the resource monitor's intervention) until resumed.
 TRANSITIONS: Mapping[str, frozenset[str]] = {
     "pending": frozenset({"running", "stopped", "failed"}),
     "idle": frozenset({"running", "stopped"}),
-    "running": frozenset({"waiting_user", "idle", "completed", "failed", "stopped"}),
+    "running": frozenset({"waiting_user", "paused", "idle", "completed", "failed", "stopped"}),
     "waiting_user": frozenset({"running", "stopped", "failed"}),
+    "paused": frozenset({"running", "stopped", "failed"}),
     "completed": frozenset(),
     "failed": frozenset(),
     "stopped": frozenset(),
 }
 TERMINAL: frozenset[str] = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
+UNFINISHED: tuple[str, ...] = tuple(s for s in AGENT_STATUSES if s not in TERMINAL and s != "idle")
+"""Statuses of an engine agent still at work (its run's process must be alive): pending, running, waiting, paused."""
 DecisionKind = Literal[QueryKind, "consensus", "intervention"]
 """Every persisted decision (``agentstack_lab.decisions``): the query kinds plus consensus checkpoints."""
 DecisionState = Literal["pending", "answered", "expired", "cancelled"]
@@ -79,6 +83,7 @@ __all__ = [
     "RELATIONSHIP_TYPES",
     "TRANSITIONS",
     "TERMINAL",
+    "UNFINISHED",
     "DecisionKind",
     "DecisionState",
     "DECISION_KINDS",
@@ -154,12 +159,16 @@ class ToolResult:
 
 @dataclass(frozen=True, kw_only=True)
 class UserQuery:
-    """The agent waits for a person: clarification, blocking question, code approval or final question."""
+    """The agent waits for a person on a decision (``query_id``): one of the :data:`DecisionKind` kinds.
+
+    A question (clarification, blocking, final), a code approval, a consensus checkpoint on the agent's
+    plan, or the resource monitor's intervention (answer ``resume`` or ``stop``).
+    """
 
     type: Literal["user-query"] = "user-query"
     agent_id: str
     query_id: str
-    kind: QueryKind
+    kind: DecisionKind
     prompt: str
     options: dict[str, Any] = field(default_factory=dict)
 

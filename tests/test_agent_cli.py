@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -191,3 +192,57 @@ def test_readme_terminal_example(workdir):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "approval required" in proc.stderr and "Traceback" not in proc.stderr + proc.stdout
     assert "3 agent(s)" in proc.stdout  # `agent list --runs`: the three runs above
+
+
+# --- nothing waits silently (issue 25, item 4) -------------------------------------------------------
+CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
+
+
+def _monitored(folder: Path, **monitoring) -> None:
+    (folder / "agentstack.config.json").write_text(json.dumps({"monitoring": monitoring}))
+
+
+def test_monitor_intervention_fails_a_headless_run_closed(workdir):
+    """`agent run` with monitoring.max_api_calls: 1 used to hang forever with no output; now it exits 1 at once."""
+    _monitored(workdir, max_api_calls=1)
+    done = subprocess.run([*CLI, "-w", str(workdir), "agent", "run", "what is a monad?", "--no-subagents"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the resource monitor paused an agent at its intervention (API calls 1/1)")
+    assert "--on-query wait" in last and "Traceback" not in done.stderr
+    rows = json.loads(subprocess.run([*CLI, "-w", str(workdir), "agent", "list", "--json"], capture_output=True,
+                                     text=True, timeout=60).stdout)
+    assert [r["status"] for r in rows] == ["failed"] and "intervention decision" in rows[0]["error"]
+
+
+def test_monitor_intervention_with_on_query_wait_names_the_decision_and_resumes(workdir):
+    _monitored(workdir, max_api_calls=1, termination_at=100.0)
+    proc = subprocess.Popen([*CLI, "-w", str(workdir), "agent", "run", "what is a monad?", "--no-subagents",
+                             "--on-query", "wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines: list[str] = []
+        told = threading.Event()
+
+        def read() -> None:  # the run says what it waits on, on its own output, before it waits
+            for line in proc.stdout:
+                lines.append(line)
+                if "waiting for an answer" in line:
+                    told.set()
+                    return
+
+        threading.Thread(target=read, daemon=True).start()
+        assert told.wait(120), "".join(lines)  # before the fix: no line at all, the run hung silently
+        asked = re.search(r"\? intervention decision ([0-9a-f-]{36}) from researcher-\w+: The resource monitor "
+                          r"paused agent researcher \(\w+\): API calls 1/1", "".join(lines))
+        assert asked, "".join(lines)
+        decision = asked.group(1)
+        assert f"agentstack-lab decisions answer {decision} resume" in lines[-1] and "agent resume" in lines[-1]
+        answered = subprocess.run([*CLI, "-w", str(workdir), "decisions", "answer", decision, "resume"],
+                                  capture_output=True, text=True, timeout=60)
+        assert answered.returncode == 0, answered.stderr
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "✔ completed" in out

@@ -92,10 +92,10 @@ def _script(verdict=None):
     return fn
 
 
-def _run(w, verdict=None):
+def _run(w, verdict=None, on_query=None):
     provider = ScriptedProvider(_script(verdict))
     run = AgentRun(ROOT, workspace=w, provider=provider,
-                   options={"interactive": False, "max_depth": 1, "final_question": False})
+                   options={"interactive": False, "max_depth": 1, "final_question": False, "on_query": on_query})
     return run, provider
 
 
@@ -150,7 +150,7 @@ async def test_low_risk_plans_need_no_checkpoint(tmp_path):
 
 async def test_human_reviewer_answers_from_another_surface_while_the_parent_waits(tmp_path):
     with _ws(tmp_path, reviewer_strategy="human") as w:
-        run, _ = _run(w)
+        run, _ = _run(w, on_query="wait")
         run.start()
         svc = TaskService.of(w)
         for _ in range(200):
@@ -168,13 +168,42 @@ async def test_human_reviewer_answers_from_another_surface_while_the_parent_wait
         await asyncio.wait_for(run.wait(), 10)
         assert [k["prompt"] for k in run.tree["children"]] == [SAFE]
         assert "not that one" in " ".join(run.tree["metadata"]["notes"])
+        # the wait was announced like any other decision: a user-query naming the checkpoint's decision
+        [query] = [e for e in run.events if e.type == "user-query"]
+        assert (query.kind, query.query_id, query.options["checkpointId"]) == ("consensus", cp.decision_id, cp.id)
+
+
+async def test_human_checkpoint_follows_on_query_fail_and_auto(tmp_path):
+    """Issue 25 item 4: a headless run (on_query=fail) fails closed at a human checkpoint instead of waiting."""
+    with _ws(tmp_path / "fail", reviewer_strategy="human") as w:
+        run, _ = _run(w)  # interactive=False: on_query defaults to fail
+        await asyncio.wait_for(run.wait(raise_on_error=False), 30)
+        assert run.status == "failed" and run.tree["children"] == []
+        assert isinstance(run._failure, AgentRun.HeadlessQueryError) and run._failure.kind == "consensus"
+        assert "needs an answer to a consensus decision" in run.error
+        [d] = decisions_for(w).list(kind="consensus")
+        assert d.state == "cancelled"  # nothing stays pending for a run that is over
+    with _ws(tmp_path / "auto", reviewer_strategy="human") as w:
+        run, _ = _run(w, on_query="auto")
+        await asyncio.wait_for(run.wait(), 30)
+        assert sorted(k["prompt"] for k in run.tree["children"]) == sorted([RISKY, SAFE])
+        [d] = decisions_for(w).list(kind="consensus")
+        assert (d.state, d.surface, d.answered_by) == ("answered", "policy", "on_query=auto")
+
+
+async def test_human_checkpoint_expires_after_the_runs_decision_timeout(tmp_path):
+    with _ws(tmp_path, reviewer_strategy="human") as w:
+        run, _ = _run(w, on_query="wait")
+        run.options.decision_timeout = 0.3  # sooner than the checkpoint's own timeout_s (300 s)
+        await asyncio.wait_for(run.wait(raise_on_error=False), 30)
+        assert run.status == "failed" and "nobody answered its consensus query within 0.3s" in run.error
 
 
 async def test_expiry_with_and_without_auto_reject(tmp_path):
     for auto_reject, expected in ((True, []), (False, sorted([RISKY, SAFE]))):
         with _ws(tmp_path / str(auto_reject), reviewer_strategy="human", timeout_s=0.3,
                  auto_reject=auto_reject) as w:
-            run, _ = _run(w)
+            run, _ = _run(w, on_query="wait")
             await asyncio.wait_for(run.wait(), 10)
             assert sorted(k["prompt"] for k in run.tree["children"]) == expected
             assert run.tree["metadata"]["consensus"]["status"] == "expired"

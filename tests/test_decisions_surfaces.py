@@ -153,6 +153,10 @@ def test_pause_comment_resume_from_another_process(workdir):
         assert run.poll() is None  # the code ran, and the paused agent waits before its next model call
         tree = json.loads(cli(workdir, "agent", "tree", root, "--json").stdout)
         assert tree["metadata"].get("paused") is True and tree["userComment"] == "mention the seasonality"
+        assert tree["status"] == "paused"  # every surface shows it paused, not running (issue 25 item 6)
+        listed = json.loads(cli(workdir, "agent", "list", "--json").stdout)
+        assert [r["status"] for r in listed] == ["paused"]
+        assert "paused" in cli(workdir, "agent", "watch", "--once").stdout
         assert cli(workdir, "agent", "resume", root).returncode == 0
         out, err = run.communicate(timeout=120)
     finally:

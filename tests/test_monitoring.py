@@ -99,8 +99,9 @@ async def test_looping_agent_warning_intervention_resume_from_cli_then_terminati
         assert node.metadata["resources"]["apiCalls"] == 15
         assert phases(run.events) == ["normal", "warning", "intervention", "termination"]
         assert any(b.startswith("■ monitor stopped") for b in badges(node.metadata))
-        closed = Decisions(ws.db).get(decision.id)
-        assert (closed.state, closed.reason) == ("cancelled", "resumed (agent resume)")
+        closed = Decisions(ws.db).get(decision.id)  # `agent resume` answered it (issue 25 item 6), not cancelled
+        assert (closed.state, closed.answer, closed.surface) == ("answered", "resume", "cli") and closed.answered_by
+        assert "(by " in closed.closed_message() and closed.closed_message().endswith("from the terminal)")
         rows = ws.db.query("SELECT phase, reason FROM monitor_phase_changes WHERE agent_id = ? ORDER BY id", (run.id,))
         assert [tuple(r) for r in rows] == [("warning", "API calls 5/10"), ("intervention", "API calls 10/10"),
                                             ("termination", "API calls 15/10")]
@@ -182,3 +183,44 @@ async def test_subprocess_executor_counts_in_the_child(tmp_path):
     res = await SubprocessExecutor(timeout=60).run(code)
     assert res.ok, res.error
     assert res.files == {"read": 1, "written": 1, "modified": 2}
+
+
+async def test_paused_is_a_status_and_a_terminated_parents_children_say_why_they_stopped(tmp_path):
+    """Issue 25 item 6: a monitor-paused agent is ``paused`` (tree, events, agents row) while its decision is open;
+    the subagent stopped with its terminated parent gets its own reason, not the parent's numbers."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    ws = monitored_workspace(tmp_path / "ws", max_api_calls=6)
+    never = asyncio.Event()
+    looping = looping_brain(scratch)
+
+    async def script(req):
+        if req.metadata["depth"] == 1 and req.metadata["step"] == "main":
+            await never.wait()  # the child is still at work when its parent is terminated
+        if req.metadata["step"] == "subquestions" and req.metadata["depth"] == 0:
+            return {"subquestions": [{"question": "a side question", "agent_type": "researcher"}]}
+        return await looping(req)
+
+    try:
+        run = AgentRun("loop forever", workspace=ws, provider=ScriptedProvider(script),
+                       options={"auto_approve": True, "max_turns": 1000, "max_depth": 1},
+                       executor=LiveKernelExecutor(namespace={}))
+        run.start()
+        [decision] = await pending_interventions(ws)
+        root = run.nodes[run.id]
+        assert root.status == "paused" and run.tree["status"] == "paused"
+        await run.flush_log()
+        [row] = ws.db.query("SELECT status FROM agents WHERE id = ?", (run.id,))
+        assert row[0] == "paused"
+        assert any(isinstance(e, AgentState) and e.agent_id == run.id and e.state["status"] == "paused"
+                   for e in run.events)
+        Decisions(ws.db).answer(decision.id, "resume", by="alice", surface="cli")
+        await asyncio.wait_for(run.wait(raise_on_error=False), 60)
+        assert root.status == "stopped" and root.error == "terminated by the resource monitor: API calls 9/6"
+        [child] = run.children(root)
+        assert child.status == "stopped" and child.error == f"stopped because its parent {root.name} was stopped"
+        assert "API calls" not in child.error
+        seen = [e.state["status"] for e in run.events if isinstance(e, AgentState) and e.agent_id == run.id]
+        assert "running" in seen[seen.index("paused"):]  # resumed: shown running again before it was stopped
+    finally:
+        ws.close()

@@ -27,17 +27,18 @@ from agentstack_lab.cli.common import (
     table,
 )
 from agentstack_lab.errors import UsageError
-from agentstack_lab.events import AGENT_STATUSES, QUESTION_KINDS
+from agentstack_lab.events import AGENT_STATUSES, QUESTION_KINDS, UNFINISHED
 from agentstack_lab.validation import check_float, check_int
 
-__all__ = ["STATUS_STYLE", "Watch", "app"]
+__all__ = ["STATUS_STYLE", "Watch", "app", "how_to_answer"]
 
 if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
 
 app = typer.Typer(no_args_is_help=True, help="Run agents headless, list them, show a run's tree, watch live.")
 
-_STYLES = {"running": "cyan", "waiting_user": "yellow", "completed": "green", "failed": "red", "stopped": "magenta"}
+_STYLES = {"running": "cyan", "waiting_user": "yellow", "paused": "yellow", "completed": "green", "failed": "red",
+           "stopped": "magenta"}
 STATUS_STYLE = {status: _STYLES.get(status, "dim") for status in AGENT_STATUSES}  # every status, from events.py
 QUERY_KINDS = QUESTION_KINDS  # approvals are given with --auto-approve, not --answer
 
@@ -85,7 +86,8 @@ class _Printer:
             st = ev.state
             self.names[ev.agent_id] = st.get("name") or ev.agent_id[:8]
             status = st.get("status")
-            if status in ("running", "completed", "failed", "stopped") and status != self.shown_status.get(ev.agent_id):
+            if status in ("running", "paused", "completed", "failed", "stopped") \
+                    and status != self.shown_status.get(ev.agent_id):
                 self.shown_status[ev.agent_id] = status
                 self._newline()
                 style = STATUS_STYLE.get(status, "")
@@ -103,15 +105,25 @@ class _Printer:
             self.console.print(f"[yellow]⚙ {escape(ev.tool)}[/yellow] [dim]{escape(short(shown, 200))}[/dim]")
         elif kind == "user-query":
             self._newline()
-            verb = (f"agentstack-lab decisions approve {ev.query_id}   (or: decisions reject {ev.query_id})"
-                    if ev.kind == "approval" else f"agentstack-lab decisions answer {ev.query_id} TEXT")
-            self.console.print(f"[yellow]? {escape(ev.kind)} question from {escape(self.names.get(ev.agent_id, ''))}: "
+            label = f"{ev.kind} {'question' if ev.kind in QUERY_KINDS else 'decision'}"
+            self.console.print(f"[yellow]? {escape(label)} {escape(ev.query_id)} from "
+                               f"{escape(self.names.get(ev.agent_id, ''))}: "
                                f"{escape(short(ev.prompt, 200))}[/yellow]\n[dim]  waiting for an answer: "
-                               f"{escape(verb)}[/dim]")
+                               f"{escape(how_to_answer(ev.kind, ev.query_id, ev.agent_id))}[/dim]")
         elif kind == "tool-result":
             self._newline()
             style, text = ("red", ev.error) if ev.error else ("dim", ev.output)
             self.console.print(f"[{style}]↳ {escape(ev.tool)}: {escape(short(text, 200))}[/{style}]")
+
+
+def how_to_answer(kind: str, decision_id: str, agent_id: str) -> str:
+    """The command lines that answer a ``kind`` decision from another terminal."""
+    if kind in ("approval", "consensus"):
+        return f"agentstack-lab decisions approve {decision_id}   (or: decisions reject {decision_id})"
+    if kind == "intervention":
+        return (f"agentstack-lab decisions answer {decision_id} resume   (or: ... stop; or: agent resume "
+                f"{agent_id[:8]} / agent stop {agent_id[:8]})")
+    return f"agentstack-lab decisions answer {decision_id} TEXT"
 
 
 def _failure_line(run: Any, auto_approve: bool) -> str:
@@ -129,6 +141,17 @@ def _failure_line(run: Any, auto_approve: bool) -> str:
         if kind in QUERY_KINDS:
             return (f"an agent asked a {kind} question and `agent run` is headless, so the run failed closed; "
                     f"give the answer up front with --answer {kind}=TEXT")
+        if kind == "intervention":
+            reason = next((n.metadata.get("resources", {}).get("reason") for n in run.nodes.values()
+                           if n.metadata.get("resources", {}).get("phase") == "intervention"), None)
+            return (f"the resource monitor paused an agent at its intervention ({reason or 'a limit reached'}) and "
+                    "`agent run` is headless (--on-query fail), so the run failed closed; rerun with --on-query "
+                    "wait to answer it (resume or stop) from any surface, or raise the limit in the workspace "
+                    "config's monitoring section")
+        if kind == "consensus":
+            return ("a consensus checkpoint needs a person's review (consensus.reviewer_strategy: human) and "
+                    "`agent run` is headless (--on-query fail), so the run failed closed; rerun with --on-query "
+                    "wait to approve or reject it from any surface, or --on-query auto to approve it")
     return f"run {run.status}: {short(error, 500)}"
 
 
@@ -364,7 +387,7 @@ class Watch:
         self.rows = self._rows()
 
     def _sorted(self) -> list[dict[str, Any]]:
-        return sorted(self.rows, key=lambda r: (r["status"] not in ("running", "waiting_user"), r["created_at"]))
+        return sorted(self.rows, key=lambda r: (r["status"] not in UNFINISHED, r["created_at"]))
 
     def snapshot(self) -> dict[str, Any]:
         """The same content as :meth:`table`, as JSON-ready data (``agent watch --json``)."""

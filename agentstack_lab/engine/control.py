@@ -43,8 +43,8 @@ def apply_intervention(run: AgentRun, item: Any) -> None:
         run.intervene(item.agent_id, user_content=item.text)
     elif item.action == "pause":
         run.intervene(item.agent_id, status="paused")
-    elif item.action == "resume":
-        run.intervene(item.agent_id, status="running")
+    elif item.action == "resume":  # also answers the resource monitor's intervention decision, if one is open
+        run.intervene(item.agent_id, status="running", surface=item.surface or "python", by=item.created_by)
     elif item.action == "stop":
         run.stop(item.agent_id, reason=f"stopped by the user from {where}")
     else:

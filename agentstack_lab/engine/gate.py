@@ -9,10 +9,12 @@ Every agent is a task (same id) mirrored by the event log; this module adds what
   saying why. With drift disabled (the default) nothing here touches the database.
 * consensus (``consensus`` config, seed §4.2): the subtasks a parent is about to spawn are risk-rated;
   when required they wait on a checkpoint (a ``consensus`` decision). ``auto`` approves, ``human``
-  waits for any surface (the parent shows ``waiting_user``), ``adversarial`` runs a reviewer agent
-  (a node under the parent, in the tree) whose structured verdict decides; a review that fails decides
-  nothing, the run's ``on_query`` policy does (``fail`` fails the run with the reason). Rejected
-  subtasks are not spawned; the parent is told which and why.
+  asks through :func:`~agentstack_lab.engine.queries.ask` like any other decision (the run's ``on_query``:
+  fail closed, auto-approve, or wait for any surface while the parent shows ``waiting_user``),
+  ``adversarial`` runs a reviewer agent
+  (a node under the parent, in the tree) whose structured verdict decides. Rejected subtasks are
+  not spawned; the parent is told which and why. A review that fails decides nothing: the run's
+  ``on_query`` policy does (``fail`` fails the run with the reason).
 """
 
 from __future__ import annotations
@@ -136,8 +138,15 @@ class RunControl:
                                    surface="auto", reviewer_type="auto")
         elif strategy == "adversarial":
             cp = await self._adversarial(parent, cp)
-        else:
-            cp = await self._wait_for_person(parent, cp)
+        else:  # a person decides: the run's on_query and decision_timeout apply, as to every decision
+            from agentstack_lab.engine.queries import ask
+
+            ask_text = (f"consensus checkpoint {cp.id[:8]}: approve the plan of {len(subs)} subtask(s) "
+                        f"({risk} risk) before any starts? " + "; ".join(q for q, _t in subs))
+            await ask(self.run, parent, "consensus", ask_text,
+                      {"checkpointId": cp.id, "riskLevel": risk, "subtasks": [s.to_dict() for s in proposed]},
+                      decision_id=cp.decision_id)
+            cp = consensus.get(cp.id)
         return self._apply(parent, cp, plan)
 
     async def _wait_for_person(self, parent: AgentNode, cp: Any) -> Any:

@@ -94,12 +94,14 @@ class InboundMixin:
         self._on_loop(lambda: fut.done() or fut.set_result(response))
 
     def intervene(self, agent_id: str, *, user_comment: str | None = None, user_content: str | None = None,
-                  status: str | None = None) -> None:
+                  status: str | None = None, surface: str = "widget", by: str | None = None) -> None:
         """A comment for the agent's next model call, replaced content, or ``status="stopped"``.
 
         ``user_content`` replaces the agent's text. A completed agent's result becomes that text
         (a parent that has not summarised yet merges the user's version); an agent still at work
-        gets it in its next model call, as the text to continue from.
+        gets it in its next model call, as the text to continue from. ``status="running"`` (resume)
+        of an agent the resource monitor paused answers its ``intervention`` decision ``resume``
+        (``by`` whom, from which ``surface``).
         """
         node = self._node(agent_id)
         if status is not None and status not in ("stopped", "paused", "running"):
@@ -129,8 +131,15 @@ class InboundMixin:
             elif status == "paused" and not node.terminal and not node.metadata.get("paused"):
                 node.metadata["paused"] = True
                 self.emit_state(node)
+            elif status == "running" and (held := self._intervention_of(node.id)) is not None:
+                self.respond(held, "resume", surface=surface, by=by or _user())
             elif status == "running" and node.metadata.pop("paused", None):
                 self._resume.pop(node.id, asyncio.Event()).set()
                 self.emit_state(node)
 
         self._on_loop(apply)
+
+    def _intervention_of(self, agent_id: str) -> str | None:
+        """The id of the resource monitor's pending ``intervention`` decision for this agent, if any."""
+        return next((q.query_id for q, fut, _v in self.open_queries.values()
+                     if q.agent_id == agent_id and q.kind == "intervention" and (fut is None or not fut.done())), None)

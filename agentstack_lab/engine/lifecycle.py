@@ -65,7 +65,7 @@ class LifecycleMixin:
         if self.workspace.config.monitoring.enabled:
             from agentstack_lab.monitoring.resources import RunMonitor
 
-            self.monitor = RunMonitor(self, self.workspace.config.monitoring, db=db, decisions=self.decision_store)
+            self.monitor = RunMonitor(self, self.workspace.config.monitoring, db=db)
         from agentstack_lab.hooks import RunHooks
 
         self.hooks = RunHooks(self.workspace, run_id=self.run_id, session_id=self.session_id)
@@ -134,8 +134,6 @@ class LifecycleMixin:
         finally:
             if watchdog is not None:
                 watchdog.cancel()
-            if self.monitor is not None:
-                self.monitor.close()
             if self.hooks is not None:
                 self.hooks.session_end(status=root.status, result=root.result, error=root.error)
             if control is not None:

@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agentstack_lab.events import UNFINISHED
+
 __all__ = ["ProcessIdentity", "this_process", "owner_alive", "register_owner", "Heartbeat", "reap_orphans",
            "HEARTBEAT_S", "STALE_S", "UNFINISHED"]
 
@@ -44,8 +46,6 @@ HEARTBEAT_S = 5.0
 """Seconds between heartbeats of a live run."""
 STALE_S = 60.0
 """A heartbeat older than this marks the owner gone (only when the process itself cannot be checked)."""
-UNFINISHED = ("pending", "running", "waiting_user")
-"""Statuses of engine agents that still need their owner process."""
 
 
 @dataclass(frozen=True, kw_only=True)

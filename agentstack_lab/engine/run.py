@@ -37,6 +37,7 @@ from agentstack_lab.engine.steps import run_steps
 from agentstack_lab.engine.threads import fork_from_thread, thread_call, wait_from_thread
 from agentstack_lab.errors import AgentstackError, UsageError
 from agentstack_lab.events import (
+    UNFINISHED,
     AgentCompleted,
     AgentState,
     ErrorEvent,
@@ -245,19 +246,28 @@ class AgentRun(InboundMixin, LifecycleMixin):
         return unsubscribe
 
     async def checkpoint(self, node: AgentNode) -> None:
-        """Between steps and tool calls: the resource monitor's verdict, then wait while paused."""
+        """Between steps and tool calls: the resource monitor's verdict, then wait while paused.
+
+        An agent held by its own pause or an ancestor's shows ``paused`` until it is resumed.
+        """
         if self.monitor is not None:
             from agentstack_lab.monitoring.resources import Terminated
 
             try:
                 await self.monitor.enforce(node)
             except Terminated as exc:
-                self._stop_subtree(node, str(exc))
+                self._stop_subtree(node, str(exc), below=f"stopped because its parent {node.name} was stopped")
                 raise asyncio.CancelledError(str(exc)) from None
         while True:
             held = next((n for n in self._lineage(node) if n.metadata.get("paused")), None)
             if held is None:
+                if node.status == "paused":
+                    node.set_status("running")
+                    self.emit_state(node)
                 return
+            if node.status == "running":
+                node.set_status("paused")
+                self.emit_state(node)
             await self._resume.setdefault(held.id, asyncio.Event()).wait()
 
     def _lineage(self, node: AgentNode) -> list[AgentNode]:
@@ -344,11 +354,13 @@ class AgentRun(InboundMixin, LifecycleMixin):
         return run.start()
 
     async def ask_user(self, node: AgentNode, kind: str, prompt: str, options: dict[str, Any] | None = None, *,
-                       validate: Callable[[Any], Any] | None = None, optional: bool = False) -> Any:
+                       validate: Callable[[Any], Any] | None = None, optional: bool = False,
+                       opened: Callable[[str], Any] | None = None, waiting: str = "waiting_user") -> Any:
         """Ask the person: a persisted decision any surface answers (see :mod:`agentstack_lab.engine.queries`)."""
         from agentstack_lab.engine.queries import ask
 
-        return await ask(self, node, kind, prompt, options, validate=validate, optional=optional)
+        return await ask(self, node, kind, prompt, options, validate=validate, optional=optional, opened=opened,
+                         waiting=waiting)
 
     def record_answer(self, node: AgentNode, kind: str, prompt: str, answer: Any, source: str, *,
                       query_id: str | None = None, by: str | None = None) -> None:
@@ -472,16 +484,17 @@ class AgentRun(InboundMixin, LifecycleMixin):
             out.extend(self._subtree(self.nodes[c]))
         return out
 
-    def _stop_subtree(self, node: AgentNode, reason: str) -> None:
+    def _stop_subtree(self, node: AgentNode, reason: str, *, below: str | None = None) -> None:
+        """Stop ``node`` with ``reason`` and its subtree (with ``below`` when given, their own reason)."""
         for n in self._subtree(node):
             if n.terminal:
                 continue
-            n.stop_reason = n.stop_reason or reason
+            n.stop_reason = n.stop_reason or (reason if n is node or below is None else below)
             if n.task is not None and n.task is asyncio.current_task():
                 continue  # the caller raises CancelledError itself
             if n.task is not None and not n.task.done():
                 n.task.cancel(reason)
-            elif n.status in ("pending", "running", "waiting_user"):
+            elif n.status in UNFINISHED:
                 self.finish_agent(n, "stopped", error=n.stop_reason)
 
     def _budget_stop(self, reason: str) -> None:

@@ -25,7 +25,7 @@ TASK_TOOL_NAMES = (
 
 TaskId = Annotated[str, Field(min_length=1, description="Task id (engine agents: the agent id).")]
 CheckpointId = Annotated[str, Field(min_length=1, description="Consensus checkpoint id (or a unique prefix).")]
-Status = Literal["pending", "running", "waiting_user", "completed", "failed", "stopped"]
+Status = Literal["pending", "running", "waiting_user", "paused", "completed", "failed", "stopped"]
 Risk = Literal["low", "medium", "high"]
 
 

@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentstack_lab.events import UNFINISHED
 from agentstack_lab.validation import seconds_text
 
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ def _seconds_since(iso: str | None, now: float) -> float:
 def _agents(ws: Checked, db: Any, now: float) -> list[dict[str, Any]]:
     limit = ws.config.monitoring.max_time_without_deliverable_s
     rows = db.query("SELECT id, type, status, updated_at, metadata FROM agents "
-                    "WHERE status IN ('pending', 'running', 'waiting_user')")
+                    f"WHERE status IN ({', '.join(repr(s) for s in UNFINISHED)})")
     paused, stuck = [], []
     for r in rows:
         meta = {}

@@ -23,6 +23,9 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from agentstack_lab.events import AGENT_STATUSES as _STATUSES
+from agentstack_lab.events import UNFINISHED
+
 __all__ = ["WorkspaceCollector", "exposition", "BUCKETS"]
 
 BUCKETS = {
@@ -31,7 +34,7 @@ BUCKETS = {
     "tokens": (1_000, 10_000, 50_000, 100_000, 250_000, 500_000, 1_000_000),
     "latency": (0.1, 0.5, 1, 5, 15, 60, 300, 1800),
 }
-AGENT_STATUSES = ("pending", "running", "waiting_user", "completed", "failed", "stopped")
+AGENT_STATUSES = tuple(s for s in _STATUSES if s != "idle")  # the engine's statuses, from events.py
 
 
 def _rows(db: Any, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -96,7 +99,7 @@ class WorkspaceCollector:
             data: dict[str, Any] = {}
             with contextlib.suppress(ValueError, TypeError):
                 data = json.loads(meta or "{}")
-            if data.get("paused") and status in ("pending", "running", "waiting_user"):
+            if data.get("paused") and status in UNFINISHED:
                 paused += 1
             metas.append((data.get("resources") or {}, (tin or 0) + (tout or 0)))
         yield GaugeMetricFamily("agentstack_agents_paused", "Unfinished agents that are paused", value=paused)

@@ -11,17 +11,16 @@ Every phase change is a row of ``monitor_phase_changes`` (the metrics' counters 
 agent's ``metadata.resources`` (its row in ``agents`` and its ``agent-state`` events, so the tree and
 the event log show it). :class:`RunMonitor` is the run-facing side: the engine reports usage to it and
 calls :meth:`RunMonitor.enforce` at its checkpoints (before each model call and tool call), where an
-intervention pauses the agent and opens a decision of kind ``intervention`` ("resume or stop?") that
-any surface answers; ``agent resume`` from any process resumes it as well. Termination stops the
-agent (and its subtree) with the reason.
+intervention asks the run's person a decision of kind ``intervention`` ("resume or stop?") under the
+run's ``on_query`` policy, like any other decision: a headless ``fail`` run fails closed, ``auto``
+resumes, ``wait`` pauses the agent until any surface answers (``agent resume`` from any process
+answers it too). Termination stops the agent (and its subtree) with the reason.
 
-Services layer: the run is duck-typed (``intervene``, ``stop``, ``emit_state``, ``nodes``, ``id``).
+Services layer: the run is duck-typed (``ask_user``, ``intervene``, ``emit_state``, ``id``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -177,11 +176,9 @@ class ResourceMonitor:
 class RunMonitor:
     """The monitor as one run sees it: usage in, pause/decision/stop out (see the module docstring)."""
 
-    def __init__(self, run: Any, config: Any, *, db: Any = None, decisions: Any = None):
+    def __init__(self, run: Any, config: Any, *, db: Any = None):
         self.run = run
         self.monitor = ResourceMonitor(config, db=db, run_id=getattr(run, "id", None))
-        self.decisions = decisions
-        self._watchers: dict[str, asyncio.Task[None]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -226,7 +223,7 @@ class RunMonitor:
             self._publish(node, None)
 
     async def enforce(self, node: Any) -> None:
-        """At a checkpoint: stop a terminated agent, pause one that reached intervention (once)."""
+        """At a checkpoint: stop a terminated agent, ask about one that reached intervention (once)."""
         if not self.enabled or node.id not in self.monitor.agents:
             return
         r = self.monitor.agents[node.id]
@@ -234,51 +231,33 @@ class RunMonitor:
         if changed:
             self._publish(node, changed)
         if r.phase == "termination":
-            self._close_decision(r, "the agent was terminated")
             raise Terminated(f"terminated by the resource monitor: {r.reason}")
         if r.phase == "intervention" and r.paused_at is None:
-            self._intervene(node, r)
-        elif r.decision_id is not None and not node.metadata.get("paused"):
-            self._close_decision(r, "resumed (agent resume)")  # resumed from another surface
+            await self._intervene(node, r)
 
-    def _intervene(self, node: Any, r: AgentResources) -> None:
+    async def _intervene(self, node: Any, r: AgentResources) -> None:
+        """Pause the agent on an ``intervention`` decision, asked as the run asks anything (its ``on_query``).
+
+        ``fail`` raises the run's headless error, ``auto`` resumes; ``wait`` holds the agent (and its
+        subagents, at their next checkpoint) until a surface answers ``resume`` or ``stop``.
+        """
         r.paused_at = time.time()
         prompt = (f"The resource monitor paused agent {node.type} ({node.id[:8]}): {r.reason}. "
                   "Resume it or stop it?")
-        if self.decisions is not None:
-            d = self.decisions.create(kind="intervention", prompt=prompt, run_id=self.run.id, agent_id=node.id,
-                                      options={"choices": ["resume", "stop"], "reason": r.reason})
-            r.decision_id = d.id
-            self._watchers[d.id] = asyncio.get_running_loop().create_task(
-                self._watch(node, d.id), name=f"agentstack-intervention-{d.id[:8]}")
-        node.metadata["resources"] = r.to_dict()
-        self.run.intervene(node.id, status="paused")  # the engine's checkpoint now waits for a resume
 
-    async def _watch(self, node: Any, decision_id: str) -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            d = await self.decisions.wait(decision_id)
-            if d.state != "answered":
-                return
-            r = self.monitor.agents[node.id]
+        def opened(decision_id: str) -> None:
+            r.decision_id = decision_id
+            node.metadata["resources"] = r.to_dict()
+            self.run.intervene(node.id, status="paused")
+
+        try:
+            answer = await self.run.ask_user(node, "intervention", prompt,
+                                             {"choices": ["resume", "stop"], "reason": r.reason}, opened=opened,
+                                             waiting="paused")
+        finally:
             r.decision_id = None
-            if d.answer == "stop":
-                self.run.stop(node.id, reason=f"stopped at the resource monitor's intervention ({r.reason})")
-            else:
-                self.run.intervene(node.id, status="running")
+            node.metadata["resources"] = r.to_dict()
+        if answer == "stop":
+            raise Terminated(f"stopped at the resource monitor's intervention ({r.reason})")
+        self.run.intervene(node.id, status="running")
 
-    def _close_decision(self, r: AgentResources, reason: str) -> None:
-        if r.decision_id is None:
-            return
-        did, r.decision_id = r.decision_id, None
-        task = self._watchers.pop(did, None)
-        if task is not None:
-            task.cancel()
-        if self.decisions is not None:
-            with contextlib.suppress(Exception):
-                self.decisions.cancel(did, reason)
-
-    def close(self) -> None:
-        """The run ended: stop watching decisions (the run cancels its pending ones itself)."""
-        for task in self._watchers.values():
-            task.cancel()
-        self._watchers.clear()

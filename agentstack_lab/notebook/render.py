@@ -24,7 +24,7 @@ MAX_TOOL_TEXT = 4000
 CODE_PREVIEW_LINES = 12  # longer code shows this many lines and a "Show all N lines" control
 STATUS_VARS = {
     "pending": "--jp-border-color1", "running": "--jp-brand-color1", "waiting_user": "--jp-warn-color0",
-    "completed": "--jp-success-color1", "failed": "--jp-error-color1", "stopped": "--jp-border-color1",
+    "paused": "--jp-warn-color0", "completed": "--jp-success-color1", "failed": "--jp-error-color1", "stopped": "--jp-border-color1",
 }
 STATUS_LABELS = {"waiting_user": "waiting for you"}
 SOURCE_LABELS = {"user": "by you", "answers": "from the answers given up front", "cli": "from the terminal",

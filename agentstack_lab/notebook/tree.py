@@ -34,7 +34,8 @@ __all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_m
            "STATUS_ICONS", "activity", "STEP_LABELS", "badges"]
 
 STATUS_ICONS = {
-    "pending": "○", "running": "◐", "waiting_user": "?", "completed": "✓", "failed": "✗", "stopped": "■",
+    "pending": "○", "running": "◐", "waiting_user": "?", "paused": "⏸", "completed": "✓", "failed": "✗",
+    "stopped": "■",
 }
 
 

@@ -31,8 +31,9 @@ __all__ = ["Task", "TaskRelationship", "TaskStore", "TaskError", "TaskNotFoundEr
 # agent and its task always agree; a task created directly may also be completed straight from pending.
 TRANSITIONS: dict[str, frozenset[str]] = {
     "pending": frozenset({"running", "completed", "failed", "stopped"}),
-    "running": frozenset({"waiting_user", "completed", "failed", "stopped"}),
+    "running": frozenset({"waiting_user", "paused", "completed", "failed", "stopped"}),
     "waiting_user": frozenset({"running", "completed", "failed", "stopped"}),
+    "paused": frozenset({"running", "completed", "failed", "stopped"}),
     "completed": frozenset(),
     "failed": frozenset(),
     "stopped": frozenset(),
