@@ -196,7 +196,7 @@ async def test_human_checkpoint_expires_after_the_runs_decision_timeout(tmp_path
         run, _ = _run(w, on_query="wait")
         run.options.decision_timeout = 0.3  # sooner than the checkpoint's own timeout_s (300 s)
         await asyncio.wait_for(run.wait(raise_on_error=False), 30)
-        assert run.status == "failed" and "nobody answered its consensus query within 0.3s" in run.error
+        assert run.status == "failed" and "nobody answered its consensus query within 0.3 s" in run.error
 
 
 async def test_expiry_with_and_without_auto_reject(tmp_path):

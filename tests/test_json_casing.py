@@ -291,7 +291,7 @@ async def test_every_mcp_tool_result_has_camel_case_keys(workdir):
 
         await call("consensus_check", agent_type="researcher", input="deploy on fridays")
         for decide in ("consensus_approve", "consensus_reject"):
-            await call("agent_run", prompt="should we deploy on fridays?")
+            await call("agent_run", prompt="should we deploy on fridays?", on_query="wait")
             [cp] = (await call.until("consensus_list_pending", lambda r: r["count"] == 1))["checkpoints"]
             await call("consensus_get", checkpoint_id=cp["id"])
             await call(decide, checkpoint_id=cp["id"], feedback="later")

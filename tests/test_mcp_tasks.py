@@ -52,7 +52,7 @@ async def test_consensus_approve_with_a_partial_rejection_steers_a_waiting_run(w
     (workdir / "agentstack.config.json").write_text(json.dumps(
         {"consensus": {"enabled": True, "reviewer_strategy": "human", "timeout_s": 120}}))
     async with mcp_client(workdir) as s:
-        run = await call(s, "agent_run", prompt="should we deploy on fridays?", provider="scripted")
+        run = await call(s, "agent_run", prompt="should we deploy on fridays?", provider="scripted", on_query="wait")
 
         async def pending():
             return (await call(s, "consensus_list_pending"))["checkpoints"]

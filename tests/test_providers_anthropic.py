@@ -137,7 +137,7 @@ async def test_stalled_stream_times_out(fake_llm):
     provider = make(fake_llm, timeout=0.5)
     got = []
     start = time.monotonic()
-    with pytest.raises(ProviderTimeout, match="0.5s"):
+    with pytest.raises(ProviderTimeout, match="0.5 s"):
         async for ev in provider.stream(ProviderRequest(messages=[Message(role="user", content="hi")])):
             got.append(ev)
     assert time.monotonic() - start < 10

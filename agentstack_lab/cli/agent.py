@@ -172,7 +172,7 @@ async def _run(prompt: str, *, ws: Workspace, agent_type: str | None, provider: 
         with contextlib.suppress(BaseException):
             await run.wait(raise_on_error=False)
         raise
-    if options.get("cluster") is not None and run.status == "failed":
+    if options.cluster is not None and run.status == "failed":
         from agentstack_lab.coordination.dask import ClusterError
 
         try:
