@@ -70,6 +70,42 @@ DecisionState = Literal["pending", "answered", "expired", "cancelled"]
 DECISION_KINDS: tuple[str, ...] = get_args(DecisionKind)
 DECISION_STATES: tuple[str, ...] = get_args(DecisionState)
 
+APPROVE_WORDS: tuple[str, ...] = ("approve", "approved", "yes", "y", "ok", "run", "true")
+"""Words that approve (an approval, a consensus checkpoint) or resume (an intervention), in any case."""
+REJECT_WORDS: tuple[str, ...] = ("reject", "rejected", "no", "n", "deny", "false")
+"""Words that reject (or stop, for an intervention), in any case."""
+
+InterventionAction = Literal["comment", "content", "pause", "resume", "stop"]
+"""What a person can do to a running agent from another surface (``interventions`` rows)."""
+InterventionStatus = Literal["stopped", "paused", "running"]
+"""The statuses a ``user-intervention`` may set (``running`` resumes)."""
+INTERVENTION_ACTIONS: tuple[str, ...] = get_args(InterventionAction)
+INTERVENTION_STATUSES: tuple[str, ...] = get_args(InterventionStatus)
+ACTION_OF: Mapping[str, str] = {"stopped": "stop", "paused": "pause", "running": "resume"}
+"""The one table between an intervention's status and its action (both ways, see :data:`STATUS_OF`)."""
+STATUS_OF: Mapping[str, str] = {action: status for status, action in ACTION_OF.items()}
+
+SURFACE_LABELS: Mapping[str, str] = {
+    "widget": "the notebook",
+    "notebook": "the notebook",
+    "cli": "the terminal",
+    "terminal": "the terminal",
+    "mcp": "MCP",
+    "lab": "JupyterLab",
+    "acp": "ACP",
+    "python": "Python",
+    "worker": "a queue worker",
+    "policy": "the run's on_query policy",
+    "options": "the run's answers",
+}
+"""Every surface a run, decision or intervention comes from, and how a person reads it ("from the terminal")."""
+
+
+def surface_label(surface: str | None) -> str:
+    """``"cli"`` → ``"the terminal"``; an unknown surface is shown as it is."""
+    return SURFACE_LABELS.get(surface or "", surface or "an unknown surface")
+
+
 __all__ = [
     "AgentStatus",
     "QueryKind",
@@ -88,6 +124,16 @@ __all__ = [
     "DecisionState",
     "DECISION_KINDS",
     "DECISION_STATES",
+    "APPROVE_WORDS",
+    "REJECT_WORDS",
+    "InterventionAction",
+    "InterventionStatus",
+    "INTERVENTION_ACTIONS",
+    "INTERVENTION_STATUSES",
+    "ACTION_OF",
+    "STATUS_OF",
+    "SURFACE_LABELS",
+    "surface_label",
     "AgentState",
     "TextDelta",
     "ToolCall",
@@ -221,7 +267,7 @@ class UserIntervention:
     agent_id: str
     user_comment: str | None = None
     user_content: str | None = None
-    status: AgentStatus | None = None
+    status: InterventionStatus | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,11 +12,12 @@ name so the message says which flag was wrong. This module sits in the foundatio
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from agentstack_lab.errors import UsageError
 
-__all__ = ["SQLITE_INT_MAX", "check_float", "check_int", "check_threshold", "decode_utf8", "seconds_text"]
+__all__ = ["SQLITE_INT_MAX", "check_float", "check_int", "check_threshold", "decode_utf8", "seconds_text", "excerpt"]
 
 SQLITE_INT_MAX = 2**63 - 1  # the largest integer SQLite binds (a signed 64-bit int)
 
@@ -84,3 +85,14 @@ def seconds_text(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min {secs:02d} s"
     return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+_MARKS = re.compile(r"\*\*|__")  # Markdown strong emphasis: an excerpt is plain text
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*(\n|$)", re.M)
+
+
+def excerpt(text: str | None, limit: int = 80) -> str:
+    """One line of at most ``limit`` characters, from the first paragraph (code fences and ``**`` dropped)."""
+    text = _MARKS.sub("", _FENCE.sub("", (text or "").strip())).strip()
+    flat = " ".join(text.split("\n\n", 1)[0].split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

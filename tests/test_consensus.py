@@ -8,7 +8,7 @@ import pytest
 
 from agentstack_lab.config import Config
 from agentstack_lab.decisions import decisions_for
-from agentstack_lab.engine import AgentRun
+from agentstack_lab.engine import AgentRun, HeadlessQueryError
 from agentstack_lab.notebook.tree import tree_to_text
 from agentstack_lab.providers.scripted import ScriptedProvider
 from agentstack_lab.tasks import ConsensusError, TaskService, estimate_risk, requires_consensus
@@ -159,7 +159,7 @@ async def test_human_reviewer_answers_from_another_surface_while_the_parent_wait
                 break
             await asyncio.sleep(0.02)
         [cp] = pending
-        assert run.nodes[run.id].status == "waiting_user"
+        assert run.agents[run.root_id].status == "waiting_user"
         risky = next(s.id for s in cp.proposed_subtasks if s.input == RISKY)
         # another process's view of the workspace answers (a second Workspace on the same file)
         with Workspace.open(w.db_path, config=w.config, announce=False) as other:
@@ -179,7 +179,7 @@ async def test_human_checkpoint_follows_on_query_fail_and_auto(tmp_path):
         run, _ = _run(w)  # interactive=False: on_query defaults to fail
         await asyncio.wait_for(run.wait(raise_on_error=False), 30)
         assert run.status == "failed" and run.tree["children"] == []
-        assert isinstance(run._failure, AgentRun.HeadlessQueryError) and run._failure.kind == "consensus"
+        assert isinstance(run.failure, HeadlessQueryError) and run.failure.kind == "consensus"
         assert "needs an answer to a consensus decision" in run.error
         [d] = decisions_for(w).list(kind="consensus")
         assert d.state == "cancelled"  # nothing stays pending for a run that is over

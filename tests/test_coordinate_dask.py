@@ -50,7 +50,7 @@ def test_coordinated_run_places_its_subagents_on_dask_workers(ws):
             return plain, run
 
         plain, run = asyncio.run(main())
-        left = [f for f in run.coordination.placement.futures.values()]
+        left = [f for f in run._core.coordination.placement.futures.values()]
     assert run.status == "completed" and not left           # the run's end let go of its Dask tasks
     assert len(run.tree["children"]) == 2
     assert shape(run.tree) == shape(plain.tree) == shape(rebuild_tree(ws.db, run.id))

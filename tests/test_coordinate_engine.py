@@ -81,7 +81,7 @@ def test_coordinated_run_has_the_same_tree_as_an_in_process_run(ws):
     # usage rolls up the same way
     assert coordinated.tree["usage"] == plain.tree["usage"]
     # the run's end cleared its group and stopped its workers
-    assert coordinated.coordination.coordinator.workers == []
+    assert coordinated._core.coordination.coordinator.workers == []
 
 
 def test_stopping_a_coordinated_run_cancels_its_queued_tasks(ws):

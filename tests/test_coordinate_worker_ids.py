@@ -43,7 +43,7 @@ def until(what, timeout=20.0):
 
 def test_worker_run_subagent_decisions_and_pause_use_the_coordinators_run_id(ws):
     stop = threading.Event()
-    worker = Worker(ws, run_cls=AgentRun, provider=ScriptedProvider(brain), idle_poll=0.05)
+    worker = Worker(ws, run_factory=AgentRun, provider=ScriptedProvider(brain), idle_poll=0.05)
 
     async def serve():
         task = asyncio.ensure_future(worker.run())

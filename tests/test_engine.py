@@ -110,7 +110,7 @@ async def test_root_three_subagents_and_nested_fork_tree_and_log(ws):
     assert "B got:" in b["result"] and "answer to nested question" in b["result"]
     assert "answer to A" in result and "answer to C" in result
     # usage rolls up
-    own = sum(n.usage.total for n in run.nodes.values())
+    own = sum(n.usage.total for n in run.agents.values())
     assert tree["usage"]["inputTokens"] + tree["usage"]["outputTokens"] == own > 0
     check_event_order(run.events)
     # the log has every event in order, and the tree rebuilt from it equals the live one
@@ -128,7 +128,7 @@ async def test_timings_are_real_and_reach_the_tree_the_log_and_the_agents_table(
     p = ScriptedProvider(brain(subs={"root": [("A", "analyst"), ("B", "coder")]}), latency=0.05)
     run = AgentRun("root", workspace=ws, provider=p)
     await run
-    calls = {n.id: sum(r.metadata["agent_id"] == n.id for r in p.requests) for n in run.nodes.values()}
+    calls = {n.id: sum(r.metadata["agent_id"] == n.id for r in p.requests) for n in run.agents.values()}
 
     def check(node):
         took = node["endedAt"] - node["startedAt"]
@@ -291,12 +291,12 @@ async def test_stop_cancels_exactly_the_subtree(ws):
                                                 stdout=asyncio.subprocess.PIPE)
     seen = json.loads((await proc.communicate())[0])
     assert seen["A"] == seen["A1"] == "running" and seen["root"] == "running"
-    a = next(n for n in run.nodes.values() if n.prompt == "A")
+    a = next(n for n in run.agents.values() if n.prompt == "A")
     run.send(UserIntervention(agent_id=a.id, status="stopped"))
     await asyncio.wait_for(run.wait(), 10)
-    status = {n.prompt: n.status for n in run.nodes.values()}
+    status = {n.prompt: n.status for n in run.agents.values()}
     assert status == {"root": "completed", "A": "stopped", "A1": "stopped", "B": "completed"}
-    assert run.nodes[a.id].error == "stopped by the user"
+    assert run.agents[a.id].error == "stopped by the user"
     assert "A" in run.result and "stopped" in run.result and "answer to B" in run.result
     check_event_order(run.events)
 
@@ -310,10 +310,10 @@ async def test_child_failure_is_isolated_and_named_in_the_summary(ws):
     p = ScriptedProvider(brain(subs={"root": [("good", "analyst"), ("bad", "coder"), ("fine", "tester")]}, main=main))
     run = AgentRun("root", workspace=ws, provider=p)
     result = await run
-    status = {n.prompt: (n.status, n.error) for n in run.nodes.values()}
+    status = {n.prompt: (n.status, n.error) for n in run.agents.values()}
     assert status["bad"] == ("failed", "RuntimeError: model exploded")
     assert status["good"][0] == status["fine"][0] == status["root"][0] == "completed"
-    bad = next(n for n in run.nodes.values() if n.prompt == "bad")
+    bad = next(n for n in run.agents.values() if n.prompt == "bad")
     assert bad.name in result and "failed" in result
     assert any(isinstance(e, ErrorEvent) and e.agent_id == bad.id for e in run.events)
 
@@ -330,7 +330,7 @@ async def test_depth_and_agent_budgets_are_enforced_with_reasons(ws):
                    options=RunOptions(max_depth=1, max_agents=3, auto_approve=True),
                    executor=LiveKernelExecutor(namespace={}))
     await run
-    assert len(run.nodes) == 3  # root + two children: the third subquestion was over max_agents
+    assert len(run.agents) == 3  # root + two children: the third subquestion was over max_agents
     assert any("max_agents=3 reached" in n for n in run.tree["metadata"]["notes"])
     child = run.tree["children"][0]
     assert "BudgetExceededError: max_depth=1 reached" in child["result"]
@@ -360,9 +360,9 @@ async def test_token_budget_stops_the_tree_cleanly(ws):
                    options=RunOptions(max_tokens=2500))
     with pytest.raises(BudgetExceededError, match=r"max_tokens=2500 \(the tree used \d+ tokens\)"):
         await run
-    stopped = {n.id for n in run.nodes.values() if n.status == "stopped"}
+    stopped = {n.id for n in run.agents.values() if n.status == "stopped"}
     assert run.status == "stopped" and len(stopped) >= 2
-    assert {n.status for n in run.nodes.values()} <= {"completed", "stopped"}
+    assert {n.status for n in run.agents.values()} <= {"completed", "stopped"}
     errors = {e.agent_id: e.error for e in run.events if isinstance(e, ErrorEvent)}
     assert set(errors) == stopped and all("max_tokens=2500" in e for e in errors.values())
 
@@ -469,7 +469,7 @@ async def test_a_run_without_a_session_ends_its_own_with_its_notes(ws):
 
     run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(main=main)))
     result = await run
-    assert run.owns_session and "deleted when the run ends" in result  # the model was told
+    assert run._core.owns_session and "deleted when the run ends" in result  # the model was told
     ended = ws.sessions.status(run.session_id)
     assert ended.status == "ended" and ended.entries == 0 and ws.sessions.active() == []
 

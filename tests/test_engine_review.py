@@ -35,8 +35,8 @@ async def test_headless_failure_settles_the_children_before_the_agent_ends(ws):
     with pytest.raises(HeadlessQueryError):
         await asyncio.wait_for(run.wait(), 10)
     by_agent = check_event_order(run.events)
-    child_id = run.nodes[run.id].subagents[0]
-    assert run.nodes[child_id].status == "stopped" and run.status == "failed"
+    child_id = run.agents[run.root_id].subagents[0]
+    assert run.agents[child_id].status == "stopped" and run.status == "failed"
     ends = [i for i, e in enumerate(run.events) if isinstance(e, AgentCompleted | ErrorEvent)]
     assert [run.events[i].agent_id for i in ends] == [child_id, run.id]
     assert len(by_agent) == 2
@@ -51,9 +51,9 @@ async def test_a_child_cancelled_before_it_started_is_stopped_before_its_parent_
     with pytest.raises(HeadlessQueryError) as info:
         await asyncio.wait_for(run.wait(), 10)
     assert info.value.kind == "approval"
-    child_id = run.nodes[run.id].subagents[0]
+    child_id = run.agents[run.root_id].subagents[0]
     ends = [e.agent_id for e in run.events if isinstance(e, AgentCompleted | ErrorEvent)]
-    assert ends == [child_id, run.id] and run.nodes[child_id].status == "stopped"
+    assert ends == [child_id, run.id] and run.agents[child_id].status == "stopped"
 
 
 async def test_cancelled_stream_consumer_leaves_no_pending_getter(ws):
@@ -145,7 +145,7 @@ async def test_a_skipped_structured_step_still_charges_its_tokens(ws):
                    options=RunOptions(auto_approve=True, final_question=False), executor=LiveKernelExecutor(namespace={}))
     await run
     assert steps.count("subquestions") == 2
-    assert any("subquestions step skipped" in n for n in run.nodes[run.id].metadata["notes"])
+    assert any("subquestions step skipped" in n for n in run.agents[run.root_id].metadata["notes"])
     own = run.tree["ownUsage"]
     assert [own["inputTokens"], own["outputTokens"]] == provider.total and provider.total[0] > 0
 

@@ -60,7 +60,7 @@ async def test_follow_up_sees_previous_prompt_and_answer(ws):
     assert turns(main.messages)[:2] == turns(reqs[0].messages)[:2]  # every root call starts with the thread
     assert second.result == "answer to And how far away is it?"
     # same session (memory namespace), the link recorded in the events and in the agents row
-    assert second.session_id == first.session_id and second.namespace == first.namespace
+    assert second.session_id == first.session_id and second._core.namespace == first._core.namespace
     assert second.tree["metadata"]["continues"] == first.id and second.continues == first.id
     states = [e for _, e in read_events(ws.db, second.id) if isinstance(e, AgentState) and e.agent_id == second.id]
     assert states and all(e.state["metadata"]["continues"] == first.id for e in states)
@@ -165,10 +165,10 @@ async def test_options_carry_over_but_permissions_do_not(ws):
 async def test_a_follow_up_of_a_run_with_its_own_session_gets_a_new_one(ws):
     first = AgentRun("q", workspace=ws, provider=model(), options={"subagents": False})
     await first
-    assert first.owns_session and ws.sessions.status(first.session_id).status == "ended"
+    assert first._core.owns_session and ws.sessions.status(first.session_id).status == "ended"
     second = first.ask("q2")
     await second
-    assert second.result == "answer to q2" and second.owns_session and second.session_id != first.session_id
+    assert second.result == "answer to q2" and second._core.owns_session and second.session_id != first.session_id
     assert ws.sessions.active() == []
 
 

@@ -73,7 +73,7 @@ async def test_retired_between_creating_and_starting_the_run_spawns_nothing(ws):
     ws.identities.retire(ident.agent_id, reason="retired while the run was being set up")
     with pytest.raises(IdentityRetiredError, match="identity 'late' .* is retired and cannot spawn agents"):
         run.start()
-    assert _spawns(ws, ident.agent_id) == [] and run.nodes == {}
+    assert _spawns(ws, ident.agent_id) == [] and dict(run.agents) == {}
     assert ws.db.query("SELECT count(*) FROM agents WHERE run_id = ?", (run.id,))[0][0] == 0
 
 

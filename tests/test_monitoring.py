@@ -74,7 +74,7 @@ async def test_looping_agent_warning_intervention_resume_from_cli_then_terminati
                        executor=LiveKernelExecutor(namespace={}))
         run.start()
         [decision] = await pending_interventions(ws)
-        node = run.nodes[run.id]
+        node = run.agents[run.root_id]
         assert node.metadata.get("paused") is True and decision.agent_id == run.id
         assert decision.options["choices"] == ["resume", "stop"] and "API calls 10/10" in decision.prompt
         calls = node.metadata["resources"]["apiCalls"]
@@ -129,7 +129,7 @@ async def test_intervention_answered_stop_from_any_surface_stops_the_agent(tmp_p
         threading.Thread(target=lambda: Decisions(ws.db).answer(decision.id, "stop", by="bob", surface="mcp")).start()
         await asyncio.wait_for(run.wait(), 60)
         assert run.status == "stopped"
-        assert run.nodes[run.id].error == "stopped at the resource monitor's intervention (API calls 6/6)"
+        assert run.agents[run.root_id].error == "stopped at the resource monitor's intervention (API calls 6/6)"
         assert Decisions(ws.db).get(decision.id).answer == "stop"
     finally:
         ws.close()
@@ -144,7 +144,7 @@ async def test_monitoring_disabled_changes_nothing(tmp_path):
                        options={"subagents": False, "auto_approve": True, "max_turns": 4},
                        executor=LiveKernelExecutor(namespace={}))
         await run
-        assert run.status == "completed" and "resources" not in run.nodes[run.id].metadata
+        assert run.status == "completed" and "resources" not in run.agents[run.root_id].metadata
     finally:
         ws.close()
 
@@ -207,9 +207,9 @@ async def test_paused_is_a_status_and_a_terminated_parents_children_say_why_they
                        executor=LiveKernelExecutor(namespace={}))
         run.start()
         [decision] = await pending_interventions(ws)
-        root = run.nodes[run.id]
+        root = run.agents[run.root_id]
         assert root.status == "paused" and run.tree["status"] == "paused"
-        await run.flush_log()
+        await run._core.flush_log()
         [row] = ws.db.query("SELECT status FROM agents WHERE id = ?", (run.id,))
         assert row[0] == "paused"
         assert any(isinstance(e, AgentState) and e.agent_id == run.id and e.state["status"] == "paused"
@@ -217,7 +217,7 @@ async def test_paused_is_a_status_and_a_terminated_parents_children_say_why_they
         Decisions(ws.db).answer(decision.id, "resume", by="alice", surface="cli")
         await asyncio.wait_for(run.wait(raise_on_error=False), 60)
         assert root.status == "stopped" and root.error == "terminated by the resource monitor: API calls 9/6"
-        [child] = run.children(root)
+        [child] = [run.agents[c] for c in root.subagents]
         assert child.status == "stopped" and child.error == f"stopped because its parent {root.name} was stopped"
         assert "API calls" not in child.error
         seen = [e.state["status"] for e in run.events if isinstance(e, AgentState) and e.agent_id == run.id]

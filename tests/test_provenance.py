@@ -131,7 +131,7 @@ async def test_rows_are_persisted_per_call_and_read_back_as_a_dataframe(tmp_path
         assert sorted(zip(frame.name, frame.action, strict=True)) == [("a", "created"), ("b", "deleted"),
                                                                        ("df", "changed")]
         assert set(frame.run_id) == {run.id} and frame.call_id.str.startswith("toolu_").all()
-        assert frame.agent.iloc[0] == run.nodes[run.id].name
+        assert frame.agent.iloc[0] == run.agents[run.root_id].name
         assert ws.provenance("df").after.tolist() == ["DataFrame (3, 2) [x, y]"]
 
         undone = run.undo()

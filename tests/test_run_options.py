@@ -60,7 +60,7 @@ async def test_one_config_six_surfaces_same_effective_options(workdir, monkeypat
         task = TaskQueue(ws.db).enqueue("researcher", "what is a monad?", payload={"options": {"subagents": False}})
         claimed = TaskQueue(ws.db).claim("test-worker", "researcher")
         assert claimed is not None and claimed.id == task.id
-        done = await run_queued(ws, claimed, run_cls=AgentRun)
+        done = await run_queued(ws, claimed, run_factory=AgentRun)
         assert done["status"] == "completed"
         seen["worker"] = done["options"]
         await run.wait(raise_on_error=False)
@@ -152,3 +152,23 @@ def test_queue_add_and_worker_carry_run_options(workdir, monkeypatch):
     ran = cli.invoke(app, ["worker", "--until-empty", "--max-depth", "1", "--json"])
     assert ran.exit_code == 0, ran.output
     assert json.loads(ran.stdout)["completed"] == 1
+
+
+def test_the_effective_options_are_recorded_for_other_processes(workdir, monkeypatch):
+    """A run's effective options are in its root's agents row (REST ``GET runs/ID`` of another process reads
+    them there), not repeated in every ``agent-state`` event."""
+    from agentstack_lab.server.handlers import _recorded_options
+    from agentstack_lab.workspace import Workspace
+
+    monkeypatch.chdir(workdir)
+    result = CliRunner().invoke(app, ["agent", "run", "what is a monad?", "--no-subagents", "--max-children", "2",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(result.stdout)["runId"]
+    with Workspace.open(workdir, announce=False) as ws:
+        recorded = _recorded_options(ws.db, run_id)
+        states = [json.loads(r[0]) for r in ws.db.query("SELECT payload FROM events WHERE run_id = ? AND "
+                                                         "type = 'agent-state'", (run_id,))]
+    assert recorded is not None and recorded["max_children"] == 2 and recorded["subagents"] is False
+    assert recorded == json.loads(result.stdout)["options"]
+    assert states and not any("options" in s["state"]["metadata"] for s in states)

@@ -177,7 +177,7 @@ async def test_401_names_the_source_never_the_key(fake_llm, config_file, key, de
         run = AgentRun("hello?", workspace=ws, options={"interactive": False, "subagents": False})
         assert await run.wait(raise_on_error=False) is None
         assert run.status == "failed" and "rejected the API key" in (run.error or "")
-        assert_clean(exception_text(run._failure) if run._failure else "", key, "the run's failure")
+        assert_clean(exception_text(run.failure) if run.failure else "", key, "the run's failure")
         assert_clean(json.dumps(run.tree, default=str), key, "the run's tree")
         assert_run_events_clean(run, key)
         assert_events_clean(ws, key)

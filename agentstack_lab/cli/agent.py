@@ -129,8 +129,8 @@ def how_to_answer(kind: str, decision_id: str, agent_id: str) -> str:
 def _failure_line(run: Any, auto_approve: bool) -> str:
     from agentstack_lab.engine import HeadlessQueryError
 
-    failure = getattr(run, "_failure", None)
-    error = run.error or (run.tree.get("error") if run.nodes else None) or run.status
+    failure = run.failure
+    error = run.error or (run.tree.get("error") if run.agents else None) or run.status
     if isinstance(failure, HeadlessQueryError) and run.options.query_policy == "wait":
         return f"run failed closed: {failure}"
     if isinstance(failure, HeadlessQueryError):
@@ -142,7 +142,7 @@ def _failure_line(run: Any, auto_approve: bool) -> str:
             return (f"an agent asked a {kind} question and `agent run` is headless, so the run failed closed; "
                     f"give the answer up front with --answer {kind}=TEXT")
         if kind == "intervention":
-            reason = next((n.metadata.get("resources", {}).get("reason") for n in run.nodes.values()
+            reason = next((n.metadata.get("resources", {}).get("reason") for n in run.agents.values()
                            if n.metadata.get("resources", {}).get("phase") == "intervention"), None)
             return (f"the resource monitor paused an agent at its intervention ({reason or 'a limit reached'}) and "
                     "`agent run` is headless (--on-query fail), so the run failed closed; rerun with --on-query "

@@ -88,7 +88,7 @@ def worker(ctx: typer.Context,
     from agentstack_lab.engine import AgentRun
     from agentstack_lab.engine.coordinate import Worker
 
-    w = Worker(ws, run_cls=AgentRun, types=kinds, concurrency=concurrency, lease_s=lease, provider=provider,
+    w = Worker(ws, run_factory=AgentRun, types=kinds, concurrency=concurrency, lease_s=lease, provider=provider,
                options=run_flags)
 
     async def main() -> None:

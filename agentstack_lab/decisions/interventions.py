@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentstack_lab.decisions.store import DecisionError
+from agentstack_lab.events import INTERVENTION_ACTIONS
 
 __all__ = ["Intervention", "Interventions", "ACTIONS", "interventions_for"]
 
-ACTIONS = ("comment", "content", "pause", "resume", "stop")
-"""What a person can do to a running agent from any surface."""
+ACTIONS = INTERVENTION_ACTIONS
+"""What a person can do to a running agent from any surface (defined in :mod:`agentstack_lab.events`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

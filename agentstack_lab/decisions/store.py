@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentstack_lab.errors import NotFoundError, UsageError
-from agentstack_lab.events import DECISION_KINDS, DECISION_STATES
+from agentstack_lab.events import (
+    APPROVE_WORDS,
+    DECISION_KINDS,
+    DECISION_STATES,
+    REJECT_WORDS,
+    SURFACE_LABELS,
+    surface_label,
+)
 from agentstack_lab.validation import seconds_text
 
 __all__ = ["Decision", "Decisions", "decisions_for", "DecisionError", "DecisionClosedError", "DecisionNotFoundError",
@@ -34,20 +41,11 @@ __all__ = ["Decision", "Decisions", "decisions_for", "DecisionError", "DecisionC
 POLL_S = 0.025
 """Seconds between two looks at the database while waiting for an answer from another process."""
 
-SURFACES: dict[str, str] = {
-    "widget": "the notebook",
-    "cli": "the terminal",
-    "mcp": "MCP",
-    "lab": "JupyterLab",
-    "python": "Python",
-    "policy": "the run's on_query policy",
-    "options": "the run's answers",
-}
-"""Known surfaces and how a person reads them ("answered from the terminal")."""
+SURFACES = SURFACE_LABELS
+"""Known surfaces and how a person reads them (defined in :mod:`agentstack_lab.events`)."""
 
 _APPROVAL_KINDS = ("approval", "consensus")
-_YES = ("approve", "approved", "yes", "y", "ok", "run", "true")
-_NO = ("reject", "rejected", "no", "n", "deny", "false")
+_YES, _NO = APPROVE_WORDS, REJECT_WORDS
 
 
 class DecisionError(UsageError):
@@ -61,10 +59,6 @@ class DecisionClosedError(DecisionError):
 class DecisionNotFoundError(NotFoundError):
     """No decision with that id (or id prefix)."""
 
-
-def surface_label(surface: str | None) -> str:
-    """``"cli"`` → ``"the terminal"``; unknown surfaces are shown as they are."""
-    return SURFACES.get(surface or "", surface or "an unknown surface")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,9 +3,9 @@
 ``agentstack-lab agent comment|pause|resume|stop ID`` and the MCP intervention tools write a row of
 ``interventions`` (see :mod:`agentstack_lab.decisions.interventions`); :func:`follow_interventions`
 runs beside the run, looks at ``PRAGMA data_version`` every :data:`POLL_S` (100 ms; a read of the
-WAL index, no disk I/O), and applies new rows through :meth:`AgentRun.intervene` / :meth:`AgentRun.stop`,
+WAL index, no disk I/O), and applies new rows through the run's ``intervene`` / ``stop``,
 exactly as the widget does. Pause is a flag the agent honours between steps and tool calls
-(:meth:`AgentRun.checkpoint`).
+(the run core's ``checkpoint``).
 
 Its reads run in a worker thread. When the run ends it cancels this loop, and whoever started the run
 may close the workspace right after; a cancelled ``asyncio.to_thread`` returns at once while its thread
@@ -20,9 +20,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.threads import thread_call
+from agentstack_lab.events import surface_label
 
 if TYPE_CHECKING:
-    from agentstack_lab.engine.run import AgentRun
+    from agentstack_lab.engine.context import InterventionTarget
 
 __all__ = ["follow_interventions", "apply_intervention", "POLL_S"]
 
@@ -31,12 +32,9 @@ log = logging.getLogger(__name__)
 POLL_S = 0.1
 """Seconds between looks for new interventions."""
 
-_LABEL = {"cli": "the terminal", "mcp": "MCP", "lab": "JupyterLab"}
-
-
-def apply_intervention(run: AgentRun, item: Any) -> None:
+def apply_intervention(run: InterventionTarget, item: Any) -> None:
     """Apply one queued intervention to ``run`` (raises a ValueError/KeyError when it cannot)."""
-    where = _LABEL.get(item.surface or "", item.surface or "another process")
+    where = surface_label(item.surface) if item.surface else "another process"
     if item.action == "comment":
         run.intervene(item.agent_id, user_comment=item.text)
     elif item.action == "content":
@@ -51,7 +49,7 @@ def apply_intervention(run: AgentRun, item: Any) -> None:
         raise ValueError(f"unknown intervention {item.action!r}")
 
 
-def _worked_here(run: AgentRun, item: Any) -> bool:
+def _worked_here(run: InterventionTarget, item: Any) -> bool:
     """Whether this process applies ``item``: its agent is in ``run.nodes`` and not a queued child.
 
     Interventions are filed under the run id (the coordinator's, for a subtask a worker runs); the
@@ -59,15 +57,15 @@ def _worked_here(run: AgentRun, item: Any) -> bool:
     cancelling the queue row; a worker's attached run skips the agents of the rest of the tree.
     """
     def queued(node: Any) -> bool:
-        return node.id != run.id and "queue" in node.metadata and not node.terminal
+        return node.id != run.root_id and "queue" in node.metadata and not node.terminal
 
-    node = run.nodes.get(item.agent_id) if item.agent_id else run.nodes.get(run.id)
+    node = run.nodes.get(item.agent_id) if item.agent_id else run.nodes.get(run.root_id)
     if node is None:  # the coordinator refuses an unknown agent's, unless a worker may hold that agent
         return run.attach is None and not any(queued(n) for n in run.nodes.values())
     return not queued(node) or item.action == "stop"
 
 
-async def follow_interventions(run: AgentRun, db: Any) -> None:
+async def follow_interventions(run: InterventionTarget, db: Any) -> None:
     """Apply this run's queued interventions until cancelled."""
     from agentstack_lab.decisions import Interventions
 
@@ -92,5 +90,5 @@ async def follow_interventions(run: AgentRun, db: Any) -> None:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed look is retried; the run goes on
-            log.debug("agentstack-lab: could not read interventions of run %s: %s", run.id, exc)
+            log.debug("agentstack-lab: could not read interventions of run %s: %s", run.run_id, exc)
         await asyncio.sleep(POLL_S)

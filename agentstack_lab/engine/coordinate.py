@@ -34,10 +34,10 @@ its 30 s lease; the coordinator then notes on the child, logs, and keeps in ``me
 which Dask worker was lost and where the retry ran (tests/test_coordinate_dask.py: 2 workers, one
 SIGKILLed while both run a subagent; the run completes in ~14 s, each child completed once).
 
-This module sits below engine/run.py: the run imports :func:`queued_agent`, and this module never
-imports the run (a queued child is itself a run, so the class to run it as is passed down: ``type(run)``
-for a coordinated run's children, ``run_cls`` for a :class:`Worker`, whose one maker outside the engine
-is ``agentstack-lab worker``).
+This module sits below the run core: the core imports :func:`queued_agent`, and this module sees a run
+only as a :class:`~agentstack_lab.engine.context.CoordinationContext` (a queued child is itself a run, so
+what builds it is passed down: the coordinator's ``run_factory`` for its children, ``run_factory`` for a
+:class:`Worker`, whose one maker outside the engine is ``agentstack-lab worker``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from agentstack_lab.errors import UsageError
 from agentstack_lab.providers.base import Usage
 
 if TYPE_CHECKING:
-    from agentstack_lab.engine.run import AgentRun
+    from agentstack_lab.engine.context import CoordinationContext, RunFactory
 
 __all__ = ["Worker", "run_queued", "queued_agent", "connect_first", "RunCoordination", "run_task_on_dask"]
 
@@ -67,7 +67,7 @@ _PASSED_OPTIONS = ("max_depth", "max_children", "max_agents", "max_turns", "auto
                    "answers", "executor")
 
 
-async def run_queued(workspace: Any, task: QueuedTask, *, run_cls: type[AgentRun], provider: Any = None,
+async def run_queued(workspace: Any, task: QueuedTask, *, run_factory: RunFactory, provider: Any = None,
                      executor: Any = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run one queued task as an agent; returns ``{"text", "status", "runId", "agentId", "tree"}``.
 
@@ -77,8 +77,8 @@ async def run_queued(workspace: Any, task: QueuedTask, *, run_cls: type[AgentRun
     Raises the run's failure, so the worker fails the task; for an attached run as a
     :class:`~agentstack_lab.coordination.TaskFailure` whose result carries the subtree (the run
     logged the child's ``error`` already: the coordinator announces it, it does not log it again).
-    ``run_cls`` is the run class (:class:`~agentstack_lab.engine.run.AgentRun`), passed in so that this
-    module does not import the run that imports it.
+    ``run_factory`` builds the run (the :class:`~agentstack_lab.engine.run.AgentRun` class), passed in so
+    that this module does not import the run that imports it.
     """
     payload = task.payload or {}
     from agentstack_lab.engine.options import run_options
@@ -88,7 +88,7 @@ async def run_queued(workspace: Any, task: QueuedTask, *, run_cls: type[AgentRun
     if payload.get("runId") and payload.get("parentId"):
         attach = Attachment(run_id=payload["runId"], parent_id=payload["parentId"], agent_id=task.id,
                             depth=int(payload.get("depth", 1)), retry=task.attempts > 1)
-    run = run_cls(task.input, workspace=workspace, provider=provider or payload.get("provider"),
+    run = run_factory(task.input, workspace=workspace, provider=provider or payload.get("provider"),
                   agent_type=task.agent_type, options=options, session_id=payload.get("sessionId"),
                   executor=executor, attach=attach)
     try:
@@ -97,17 +97,17 @@ async def run_queued(workspace: Any, task: QueuedTask, *, run_cls: type[AgentRun
         if attach is None:
             raise
         raise TaskFailure(f"{type(exc).__name__}: {exc}", {"text": run.result, "status": run.status, "runId": run.run_id,
-                                                           "agentId": run.id, "tree": run.tree}) from exc
-    return {"text": run.result, "status": run.status, "runId": run.run_id, "agentId": run.id,
+                                                           "agentId": run.root_id, "tree": run.tree}) from exc
+    return {"text": run.result, "status": run.status, "runId": run.run_id, "agentId": run.root_id,
             "tree": run.tree if attach else None, "options": run.options.to_dict()}
 
 
 class Worker(QueueWorker):
-    """A queue worker that runs each task as an agent: ``await Worker(ws, run_cls=AgentRun, types=["coder"]).run()``.
+    """A queue worker that runs each task as an agent: ``await Worker(ws, run_factory=AgentRun, types=["coder"]).run()``.
 
     Args:
         workspace: the workspace whose queue it serves.
-        run_cls: the run class each task runs as (:class:`~agentstack_lab.engine.run.AgentRun`).
+        run_factory: what builds each task's run (:class:`~agentstack_lab.engine.run.AgentRun`).
         types: agent types it takes (all when ``None``).
         concurrency: tasks at once.
         lease_s: lease per claim (a heartbeat renews it every third of it).
@@ -115,14 +115,14 @@ class Worker(QueueWorker):
         options: run options of its tasks over the config's (a task's own ``payload.options`` win).
     """
 
-    def __init__(self, workspace: Any, *, run_cls: type[AgentRun], types: list[str] | tuple[str, ...] | None = None,
+    def __init__(self, workspace: Any, *, run_factory: RunFactory, types: list[str] | tuple[str, ...] | None = None,
                  concurrency: int = 1, lease_s: float | None = None, provider: Any = None, worker_id: str | None = None,
                  idle_poll: float = 0.5, extra: dict[str, Any] | None = None, options: dict[str, Any] | None = None):
         queue = TaskQueue(workspace.db, **({"lease_s": lease_s} if lease_s is not None else {}))
 
         async def runner(task: QueuedTask) -> dict[str, Any]:  # ``extra``: read when the task ends
             try:
-                done = await run_queued(workspace, task, run_cls=run_cls, provider=provider, options=options)
+                done = await run_queued(workspace, task, run_factory=run_factory, provider=provider, options=options)
             except TaskFailure as exc:
                 exc.result.update(extra or {})
                 raise
@@ -134,14 +134,14 @@ class Worker(QueueWorker):
 
 
 def run_task_on_dask(task_id: str, root: str, db_path: str, config: Any, lease_s: float,
-                     run_cls: type[AgentRun]) -> dict[str, Any]:
+                     run_factory: RunFactory) -> dict[str, Any]:
     """A Dask task: open the workspace at ``root`` and run queued task ``task_id`` as an agent (one-task worker).
 
     A retry after its Dask worker was lost takes the task over at once (the scheduler says the holder
     left the cluster) and puts ``lost`` (``[{"worker", "daskWorker"}]``) and ``daskWorker`` in the
     result, which the coordinator reports. Never raises: an error is returned (Dask would log a failed
     task's arguments, and ``config`` may hold a DSN); the queued task itself fails or is taken over
-    through the queue, as with any worker. ``run_cls`` (the coordinator's run class) travels by
+    through the queue, as with any worker. ``run_factory`` (the coordinator's run class) travels by
     reference, as Dask pickles a class: the Dask worker imports it from its module.
     """
     from agentstack_lab.coordination.dask import announce_attempt, lost_dask_worker
@@ -159,7 +159,7 @@ def run_task_on_dask(task_id: str, root: str, db_path: str, config: Any, lease_s
 
     try:
         with Workspace(Path(root), config, Path(db_path), announce=False) as ws:
-            worker = Worker(ws, run_cls=run_cls, lease_s=lease_s, worker_id=worker_id, extra=extra)
+            worker = Worker(ws, run_factory=run_factory, lease_s=lease_s, worker_id=worker_id, extra=extra)
             done = asyncio.run(worker.run_one(task_id, is_lost=is_lost))
     except Exception as exc:  # noqa: BLE001 - reported to the caller; the queue row says what happened
         return {"taskId": task_id, "error": f"{type(exc).__name__}: {exc}", "daskWorker": where}
@@ -169,7 +169,7 @@ def run_task_on_dask(task_id: str, root: str, db_path: str, config: Any, lease_s
 class RunCoordination:
     """One coordinated run's queue group and its workers: in-process ones, or Dask tasks (``options.cluster``)."""
 
-    def __init__(self, run: AgentRun):
+    def __init__(self, run: CoordinationContext):
         self.run = run
         self.queue = TaskQueue(run.workspace.db)
         self.placement: Any = None
@@ -184,10 +184,10 @@ class RunCoordination:
                                  "workers can open (not an in-memory one)")
             self.placement = DaskPlacement(cluster, run_task_on_dask,
                                            (str(ws.root), str(Path(db_path).resolve()), ws.config, self.queue.lease_s,
-                                            type(run)))
+                                            run.run_factory))
 
         async def runner(task: QueuedTask) -> dict[str, Any]:  # in-process workers share the run's provider
-            return await run_queued(run.workspace, task, run_cls=type(run), provider=run.provider,
+            return await run_queued(run.workspace, task, run_factory=run.run_factory, provider=run.provider,
                                     executor=run.executor)
 
         self.coordinator = Coordinator(self.queue, runner, max_workers=0 if self.placement else run.options.max_workers,
@@ -206,7 +206,7 @@ class RunCoordination:
         await self.coordinator.shutdown(reason=f"run {self.run.run_id} ended")
 
 
-def _payload(run: AgentRun, node: AgentNode) -> dict[str, Any]:
+def _payload(run: CoordinationContext, node: AgentNode) -> dict[str, Any]:
     opts = run.options
     options = {k: getattr(opts, k) for k in _PASSED_OPTIONS}
     provider = getattr(run.provider, "name", None)
@@ -214,7 +214,7 @@ def _payload(run: AgentRun, node: AgentNode) -> dict[str, Any]:
             "options": options, **({"provider": provider} if isinstance(provider, str) else {})}
 
 
-async def connect_first(run: AgentRun) -> None:
+async def connect_first(run: CoordinationContext) -> None:
     """Connect a coordinated run to its Dask cluster before its tree starts.
 
     Raises :class:`~agentstack_lab.coordination.dask.ClusterError` when the scheduler cannot be reached
@@ -226,8 +226,8 @@ async def connect_first(run: AgentRun) -> None:
     await run.coordination.ready()
 
 
-async def queued_agent(run: AgentRun, node: AgentNode, *, priority: int) -> None:
-    """Stand-in for ``run._agent(node)``: queue the child, follow it, and take its result back."""
+async def queued_agent(run: CoordinationContext, node: AgentNode, *, priority: int) -> None:
+    """Stand-in for the run core's ``agent_body(node)``: queue the child, follow it, and take its result back."""
     if run.coordination is None:
         run.coordination = RunCoordination(run)
     coord: RunCoordination = run.coordination
@@ -256,12 +256,12 @@ async def queued_agent(run: AgentRun, node: AgentNode, *, priority: int) -> None
         reason = node.stop_reason or (exc.args[0] if exc.args else None) or "stopped"
         await asyncio.to_thread(coord.queue.cancel, node.id, reason)
         if not node.terminal:
-            run.finish(node, "stopped", error=reason)
+            run.finish_agent(node, "stopped", error=reason)
         return
     _merge(run, node, task)
 
 
-def _merge(run: AgentRun, node: AgentNode, task: QueuedTask) -> None:
+def _merge(run: CoordinationContext, node: AgentNode, task: QueuedTask) -> None:
     """Take a finished task's subtree into ``run.nodes`` and finish the child as the worker did."""
     node.metadata["queue"] = {**node.metadata.get("queue", {}), "worker": task.worker_id, "attempts": task.attempts}
     if node.status == "pending":
@@ -279,14 +279,14 @@ def _merge(run: AgentRun, node: AgentNode, task: QueuedTask) -> None:
     # with a tree, the worker's run logged the child's agent-completed or error already: announce it here,
     # do not log it twice (without one the run never got that far, e.g. a cancelled task: log it here)
     if task.state == "completed" and result.get("status", "completed") == "completed":
-        run.finish(node, "completed", result=result.get("text") or "", logged=bool(tree))
+        run.finish_agent(node, "completed", result=result.get("text") or "", logged=bool(tree))
     else:
         status = "stopped" if task.state == "cancelled" or result.get("status") == "stopped" else "failed"
-        run.finish(node, status, error=tree.get("error") or task.error or f"queued task {task.state}",
+        run.finish_agent(node, status, error=tree.get("error") or task.error or f"queued task {task.state}",
                    logged=bool(tree))
 
 
-def _adopt(run: AgentRun, node: AgentNode, tree: dict[str, Any]) -> None:
+def _adopt(run: CoordinationContext, node: AgentNode, tree: dict[str, Any]) -> None:
     """Copy a worker's snapshot (the child and its descendants) into the coordinator's nodes.
 
     The worker's run logged these snapshots already: they are announced to the coordinator's
@@ -311,7 +311,7 @@ def _usage(data: Any) -> Usage:
                  basis=str(data.get("basis") or "none"))
 
 
-def _adopt_descendant(run: AgentRun, snap: dict[str, Any]) -> None:
+def _adopt_descendant(run: CoordinationContext, snap: dict[str, Any]) -> None:
     sub = AgentNode(id=snap["id"], type=snap.get("type", "agent"), prompt=snap.get("prompt", ""),
                     depth=int(snap.get("depth", 0)), parent_id=snap.get("parentId"), name=snap.get("name", ""),
                     status=snap.get("status", "completed"), content=snap.get("content") or "",

@@ -29,7 +29,7 @@ from agentstack_lab.errors import UsageError
 from agentstack_lab.providers.base import Message
 
 if TYPE_CHECKING:
-    from agentstack_lab.engine.run import AgentRun
+    from agentstack_lab.engine.context import FinishedRun
 
 __all__ = ["Turn", "RunStillGoingError", "thread_of", "transcript", "follow_options", "base_provider", "MAX_TURNS",
            "MAX_ANSWER_CHARS", "NOT_INHERITED"]
@@ -54,8 +54,8 @@ class Turn:
     answer: str
 
 
-def _answer(run: AgentRun) -> str:
-    root = run.nodes.get(run.id)
+def _answer(run: FinishedRun) -> str:
+    root = run.nodes.get(run.root_id)
     result = run.result
     if result:
         text = result
@@ -69,7 +69,7 @@ def _answer(run: AgentRun) -> str:
     return text
 
 
-def thread_of(previous: AgentRun) -> tuple[Turn, ...]:
+def thread_of(previous: FinishedRun) -> tuple[Turn, ...]:
     """The turns a follow-up of ``previous`` carries: ``previous``'s own thread, then ``previous`` itself.
 
     Raises:
@@ -77,9 +77,9 @@ def thread_of(previous: AgentRun) -> tuple[Turn, ...]:
     """
     if previous.status not in TERMINAL:
         raise RunStillGoingError(
-            f"run {previous.id[:8]} is still {previous.status}: wait for it (`await run`) or stop it "
+            f"run {previous.run_id[:8]} is still {previous.status}: wait for it (`await run`) or stop it "
             "(`run.stop()`) before asking a follow-up")
-    turns = (*getattr(previous, "thread", ()), Turn(run_id=previous.id, prompt=previous.prompt, answer=_answer(previous)))
+    turns = (*previous.thread, Turn(run_id=previous.run_id, prompt=previous.prompt, answer=_answer(previous)))
     return turns[-MAX_TURNS:]
 
 
@@ -99,7 +99,7 @@ def follow_options(previous: RunOptions, overrides: RunOptions | dict[str, Any] 
     return RunOptions.coerce({**keep, **dict(overrides or {})})
 
 
-def base_provider(run: AgentRun) -> Any:
+def base_provider(run: FinishedRun) -> Any:
     """The provider a follow-up of ``run`` keeps: ``run``'s, unwrapped from a record/replay cassette.
 
     ``None`` (the workspace's default provider) after a strict replay, which had no real provider.

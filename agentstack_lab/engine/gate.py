@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from agentstack_lab.engine.run import AgentRun
+    from agentstack_lab.engine.context import GateContext
     from agentstack_lab.engine.state import AgentNode
 
 __all__ = ["RunControl", "ConsensusVerdict"]
@@ -43,9 +43,9 @@ class ConsensusVerdict(BaseModel):
 
 
 class RunControl:
-    """Drift and consensus for one :class:`~agentstack_lab.engine.run.AgentRun`."""
+    """Drift and consensus for one run (its :class:`~agentstack_lab.engine.context.GateContext`)."""
 
-    def __init__(self, run: AgentRun):
+    def __init__(self, run: GateContext):
         self.run = run
         self.drift_cfg = run.workspace.config.drift
         self.consensus_cfg = run.workspace.config.consensus

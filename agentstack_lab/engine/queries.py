@@ -31,7 +31,7 @@ from agentstack_lab.events import QUERY_KINDS, UserQuery
 from agentstack_lab.validation import seconds_text
 
 if TYPE_CHECKING:
-    from agentstack_lab.engine.run import AgentRun
+    from agentstack_lab.engine.context import AskContext
     from agentstack_lab.engine.state import AgentNode
 
 __all__ = ["ask", "AUTO_TEXT"]
@@ -39,7 +39,7 @@ __all__ = ["ask", "AUTO_TEXT"]
 AUTO_TEXT = "No answer is available (on_query=auto): proceed with your best assumption and say so."
 
 
-async def ask(run: AgentRun, node: AgentNode, kind: str, prompt: str, options: dict[str, Any] | None = None, *,
+async def ask(run: AskContext, node: AgentNode, kind: str, prompt: str, options: dict[str, Any] | None = None, *,
               validate: Callable[[Any], Any] | None = None, optional: bool = False,
               decision_id: str | None = None, opened: Callable[[str], Any] | None = None,
               waiting: str = "waiting_user") -> Any:
@@ -123,7 +123,7 @@ def _headless(name: str, kind: str, prompt: str) -> str:
             + (" or auto_approve=True" if kind == "approval" else ""))
 
 
-def _auto_answer(run: AgentRun, node: AgentNode, kind: str, prompt: str, options: dict[str, Any] | None,
+def _auto_answer(run: AskContext, node: AgentNode, kind: str, prompt: str, options: dict[str, Any] | None,
                  decision_id: str | None = None) -> Any:
     answer: Any = ({"approved": True} if kind in ("approval", "consensus") else "resume" if kind == "intervention"
                    else None if kind == "final" else AUTO_TEXT)
@@ -139,7 +139,7 @@ def _auto_answer(run: AgentRun, node: AgentNode, kind: str, prompt: str, options
     return answer
 
 
-def _unanswered(run: AgentRun, node: AgentNode, kind: str, decision: Any, optional: bool) -> None:
+def _unanswered(run: AskContext, node: AgentNode, kind: str, decision: Any, optional: bool) -> None:
     """An expired decision skips an optional question and fails anything else closed; a cancelled one fails."""
     state = decision.state if decision is not None else "expired"
     waited = seconds_text(run.options.decision_timeout) if run.options.decision_timeout is not None else "its timeout"

@@ -50,6 +50,7 @@ class AgentNode:
     messages: list[Message] = field(default_factory=list)
     history: list[Message] = field(default_factory=list)  # a follow-up root's earlier turns (engine/followup.py)
     metadata: dict[str, Any] = field(default_factory=dict)
+    row_only: dict[str, Any] = field(default_factory=dict)  # metadata for the agents row, not every snapshot
     usage: Usage = field(default_factory=Usage)
     created_at: float = field(default_factory=time.time)
     started_at: float | None = None
@@ -97,7 +98,7 @@ class AgentNode:
                 "identity_id": self.identity_id,
                 "parent_id": self.parent_id, "session_id": session_id, "depth": self.depth, "prompt": self.prompt,
                 "result": self.result, "error": self.error, "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens, "metadata": {**self.metadata, "tokenBasis": self.usage.basis},
+                "output_tokens": self.usage.output_tokens, "metadata": {**self.metadata, **self.row_only, "tokenBasis": self.usage.basis},
                 "created_at": now_iso(self.created_at),
                 "started_at": now_iso(self.started_at) if self.started_at else None,
                 "ended_at": now_iso(self.ended_at) if self.ended_at else None, "updated_at": now_iso()}

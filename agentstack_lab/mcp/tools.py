@@ -161,7 +161,7 @@ class Toolbox(DecisionTools, SystemTools):
         self._reap()
         rid = resolve_run(self.ws.db, run_id)
         live = self.runs.get(rid)
-        if live is not None and not live.done and rid in live.nodes:
+        if live is not None and not live.done and rid in live.agents:
             return {"run_id": rid, "tree": live.tree}
         return {"run_id": rid, "tree": rebuild_tree(self.ws.db, rid)}
 
@@ -223,9 +223,9 @@ class Toolbox(DecisionTools, SystemTools):
         for run in self.runs.values():
             if run.done:
                 continue
-            if ref == run.id and run.id not in run.nodes:
+            if ref == run.run_id and run.root_id not in run.agents:
                 return run, None
-            for node in run.nodes.values():
+            for node in run.agents.values():
                 if ref in (node.id, node.name):
                     return run, node
         return None, None

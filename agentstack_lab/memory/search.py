@@ -23,15 +23,12 @@ import json
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from agentstack_lab.errors import AgentstackError, message
 from agentstack_lab.memory.access import MemoryValidationError, can_access_entry
 from agentstack_lab.memory.hybrid import rrf_fuse
 from agentstack_lab.memory.vectors import VectorFilter
-
-if TYPE_CHECKING:
-    from agentstack_lab.memory.api import Memory
 
 __all__ = ["SearchResult", "SearchHits", "SearchMode", "EmbedderFailedError", "EmbedderHealth", "search",
            "vector_floor", "DEFAULT_MIN_SIMILARITY"]
@@ -40,6 +37,19 @@ log = logging.getLogger(__name__)
 
 SearchMode = Literal["hybrid", "fts", "vector"]
 DEFAULT_MIN_SIMILARITY = 0.05   # an embedder that states no floor of its own (not calibrated here)
+
+
+class Memory(Protocol):
+    """What a search reads of a :class:`~agentstack_lab.memory.api.Memory` (which satisfies it)."""
+
+    embedder: Any
+    backend: Any
+    config: Any
+    context: Any
+    _health: Any
+
+    def _filters(self, namespace: str | None, agent_id: str | None, include_shared: bool | None) -> Any: ...
+    def _where(self, namespace: str | None, agent_id: str | None, include_shared: bool | None) -> Any: ...
 
 
 class EmbedderFailedError(AgentstackError, RuntimeError):

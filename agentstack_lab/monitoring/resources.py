@@ -16,7 +16,7 @@ run's ``on_query`` policy, like any other decision: a headless ``fail`` run fail
 resumes, ``wait`` pauses the agent until any surface answers (``agent resume`` from any process
 answers it too). Termination stops the agent (and its subtree) with the reason.
 
-Services layer: the run is duck-typed (``ask_user``, ``intervene``, ``emit_state``, ``id``).
+Services layer: the run is a :class:`MonitoredRun` (``run_id``, ``emit_state``, ``intervene``, ``ask_user``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["PHASES", "AgentResources", "ResourceMonitor", "RunMonitor", "Terminated", "LIMITS"]
+__all__ = ["PHASES", "AgentResources", "ResourceMonitor", "RunMonitor", "MonitoredRun", "Terminated", "LIMITS"]
 
 log = logging.getLogger(__name__)
 
@@ -173,12 +173,27 @@ class ResourceMonitor:
             log.exception("agentstack-lab: could not record the monitor's phase change for %s", r.agent_id)
 
 
+class MonitoredRun(Protocol):
+    """What the monitor uses of a run (the engine's run core satisfies it): its id, snapshots, pause, ask."""
+
+    run_id: str
+
+    def emit_state(self, node: Any, *, with_content: bool = False, log: bool = True) -> None: ...
+
+    def intervene(self, agent_id: str, *, user_comment: str | None = None, user_content: str | None = None,
+                  status: str | None = None, surface: str = "widget", by: str | None = None) -> None: ...
+
+    async def ask_user(self, node: Any, kind: str, prompt: str, options: dict[str, Any] | None = None, *,
+                       validate: Any = None, optional: bool = False, opened: Any = None,
+                       waiting: str = "waiting_user") -> Any: ...
+
+
 class RunMonitor:
     """The monitor as one run sees it: usage in, pause/decision/stop out (see the module docstring)."""
 
-    def __init__(self, run: Any, config: Any, *, db: Any = None):
+    def __init__(self, run: MonitoredRun, config: Any, *, db: Any = None):
         self.run = run
-        self.monitor = ResourceMonitor(config, db=db, run_id=getattr(run, "id", None))
+        self.monitor = ResourceMonitor(config, db=db, run_id=run.run_id)
 
     @property
     def enabled(self) -> bool:

@@ -446,10 +446,6 @@ def display_run(run: Any) -> bool:
 
 
 def _install_run_helpers(run_cls: type, shell: Any) -> None:
-    from agentstack_lab.notebook.frames import events_frame
-
-    if not hasattr(run_cls, "events_frame"):
-        run_cls.events_frame = events_frame  # type: ignore[attr-defined]
     formatter = getattr(getattr(shell, "display_formatter", None), "ipython_display_formatter", None)
     if formatter is not None:
         formatter.for_type(run_cls, display_run)

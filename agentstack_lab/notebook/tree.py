@@ -11,7 +11,6 @@ are the fallback for front ends without widgets and what ``make demo`` prints.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from agentstack_lab.events import (
     UserQuery,
 )
 from agentstack_lab.providers.base import combine_basis
+from agentstack_lab.validation import excerpt
 
 __all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "format_elapsed",
            "STATUS_ICONS", "activity", "STEP_LABELS", "badges"]
@@ -44,15 +44,7 @@ def format_elapsed(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
-_MARKS = re.compile(r"\*\*|__")  # Markdown strong emphasis: an excerpt is plain text
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*(\n|$)", re.M)
 
-
-def excerpt(text: str | None, limit: int = 80) -> str:
-    """One line of at most ``limit`` characters, from the first paragraph (code fences and ``**`` dropped)."""
-    text = _MARKS.sub("", _FENCE.sub("", (text or "").strip())).strip()
-    flat = " ".join(text.split("\n\n", 1)[0].split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 # What an agent is doing, by the step the engine reports (``metadata.step``) and the last event.

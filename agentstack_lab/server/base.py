@@ -52,7 +52,7 @@ class ServerState:
 
     def local_run_of(self, agent_id: str) -> Any | None:
         for run in self.runs.values():
-            if agent_id in run.nodes:
+            if agent_id in run.agents:
                 return run
         return None
 

@@ -21,6 +21,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from tornado import websocket
 
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
+from agentstack_lab.events import ACTION_OF, STATUS_OF
 from agentstack_lab.server.base import PREFIX, BaseHandler, ServerState, person_name
 from agentstack_lab.server.hub import Message, dumps
 
@@ -72,8 +73,17 @@ class RunHandler(BaseHandler):
 
         run_id = _resolve(self.db, run_ref, resolve_run)
         local = self.state.runs.get(run_id)
-        options = local.options.to_dict() if local is not None else None  # known for runs this server started
+        options = local.options.to_dict() if local is not None else _recorded_options(self.db, run_id)
         self.reply({"runId": run_id, "tree": rebuild_tree(self.db, run_id), "options": options})
+
+
+def _recorded_options(db: Any, run_id: str) -> dict[str, Any] | None:
+    """The effective options a run of another process recorded in its root's ``agents`` row."""
+    rows = db.query("SELECT metadata FROM agents WHERE id = ?", (run_id,))
+    try:
+        return json.loads(rows[0][0]).get("options") if rows and rows[0][0] else None
+    except (ValueError, AttributeError):
+        return None
 
 
 class RunEventsHandler(BaseHandler):
@@ -278,12 +288,12 @@ async def intervene(state: ServerState, event: Any) -> None:
     if run is None:  # a run of another process: queue it for that process
         from agentstack_lab.decisions import Interventions
 
-        if event.status not in (None, "stopped", "paused", "running"):
-            raise UsageError(f"an intervention can set status 'stopped', 'paused' or 'running', got {event.status!r}")
+        if event.status is not None and event.status not in ACTION_OF:
+            raise UsageError(f"an intervention can set status {', '.join(map(repr, ACTION_OF))}, got {event.status!r}")
         actions = [("comment", event.user_comment), ("content", event.user_content)]
-        actions += [({"stopped": "stop", "paused": "pause", "running": "resume"}.get(event.status), None)]
+        actions += [(ACTION_OF.get(event.status or ""), None)]
         for action, text in actions:
-            if action is not None and (text is not None or action in ("stop", "pause", "resume")):
+            if action is not None and (text is not None or action in STATUS_OF):
                 Interventions(state.workspace.db).request(event.agent_id, action, text, surface="lab")
         return
     if event.status == "stopped":

@@ -1,7 +1,7 @@
 """``run.events_frame()``: a run's event log as a pandas DataFrame (compact for a first look, or full).
 
-Moved out of :mod:`.magics` (598 lines, at the ~600 aim); the magics install it on ``AgentRun`` when
-the first run is built. pandas is imported when a frame is asked for.
+:meth:`AgentRun.events_frame <agentstack_lab.engine.run.AgentRun.events_frame>` calls it; pandas is
+imported when a frame is asked for.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def events_frame(run: Any, full: bool = False) -> Any:
             continue
         rows.append({"time": at, "agent": names[agent], "event": "text" if w["type"] == "text-delta" else w["type"],
                      "_agent": agent, "_text": _event_text(w)})
-    from agentstack_lab.notebook.tree import excerpt
+    from agentstack_lab.validation import excerpt
 
     frame = pd.DataFrame([{"time": r["time"], "agent": r["agent"], "event": r["event"],
                            "text": excerpt(r["_text"], 100)} for r in rows],
