@@ -145,3 +145,36 @@ def test_vocabularies_are_derived_from_events():
 
 def test_wire_keys_is_the_casing_rule_for_rows():
     assert ev.wire_keys({"run_id": "r", "input_tokens": 3, "id": "x"}) == {"runId": "r", "inputTokens": 3, "id": "x"}
+
+
+def _status_copies(source: str, name: str) -> list[str]:
+    """Collections of string literals in ``source`` holding three or more agent statuses (a copied vocabulary)."""
+    import ast
+
+    statuses = set(ev.AGENT_STATUSES) - {"pending"}  # "pending" is also a decision and task state
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        items = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None) \
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else None
+        words = {i.value for i in items or () if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+        if len(words & statuses) >= 3:
+            found.append(f"{name}:{node.lineno} {sorted(words & statuses)}")
+    return found
+
+
+def test_no_module_copies_the_status_vocabulary():
+    """Statuses are defined once, in events.py; a table keyed by every status (the CLI's colours, the widget's
+    icons) is checked against it above and listed here by name."""
+    from pathlib import Path
+
+    root = Path(ev.__file__).parent
+    allowed = {"cli/agent.py", "notebook/tree.py", "notebook/render.py"}  # per-status presentation tables
+    copies = [c for p in sorted(root.rglob("*.py")) if (rel := str(p.relative_to(root))) not in allowed | {"events.py"}
+              for c in _status_copies(p.read_text(), rel)]
+    assert not copies, copies
+
+
+def test_the_vocabulary_check_finds_a_stray_copy():
+    stray = 'DONE = ("completed", "failed", "stopped")\nif s in {"running", "paused", "waiting_user"}: pass\n'
+    assert len(_status_copies(stray, "x.py")) == 2
+    assert _status_copies("OK = ('completed', 'pending')\n", "x.py") == []

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(no_args_is_help=True, help="Run agents headless, list them, show a run's tree, watch live.")
 
+# statuses that start a new line in `agent watch` (waiting is said by the decision line itself)
+SHOWN_STATUSES = tuple(s for s in AGENT_STATUSES if s not in ("pending", "idle", "waiting_user"))
 _STYLES = {"running": "cyan", "waiting_user": "yellow", "paused": "yellow", "completed": "green", "failed": "red",
            "stopped": "magenta"}
 STATUS_STYLE = {status: _STYLES.get(status, "dim") for status in AGENT_STATUSES}  # every status, from events.py
@@ -86,7 +88,7 @@ class _Printer:
             st = ev.state
             self.names[ev.agent_id] = st.get("name") or ev.agent_id[:8]
             status = st.get("status")
-            if status in ("running", "paused", "completed", "failed", "stopped") \
+            if status in SHOWN_STATUSES \
                     and status != self.shown_status.get(ev.agent_id):
                 self.shown_status[ev.agent_id] = status
                 self._newline()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentstack_lab.decisions.store import DecisionError
-from agentstack_lab.events import INTERVENTION_ACTIONS
+from agentstack_lab.events import INTERVENTION_ACTIONS, TERMINAL
 
 __all__ = ["Intervention", "Interventions", "ACTIONS", "interventions_for"]
 
@@ -71,7 +71,7 @@ class Interventions:
         full_id, run_id, status = rows[0][0], rows[0][1], rows[0][2]
         if run_id is None:
             raise DecisionError(f"agent {full_id} is not part of an engine run")
-        if status in ("completed", "failed", "stopped"):
+        if status in TERMINAL:
             raise DecisionError(f"agent {full_id} is {status}: nothing to {action}")
         now = time.time()
         with self.db.transaction() as conn:

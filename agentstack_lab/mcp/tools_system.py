@@ -16,13 +16,15 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from agentstack_lab.errors import NotFoundError, UsageError
+from agentstack_lab.events import AGENT_STATUSES
 
 __all__ = ["SystemTools", "SYSTEM_TOOL_NAMES"]
 
 SYSTEM_TOOL_NAMES = ("agent_spawn", "agent_update_status", "identity_get", "identity_list", "identity_update",
                      "system_health", "system_config")
 
-SpawnStatus = Literal["idle", "running", "waiting_user", "completed", "failed", "stopped"]
+SpawnStatus = Literal[tuple(s for s in AGENT_STATUSES if s not in ("pending", "paused"))]  # type: ignore[valid-type]
+"""What agent_update_status may set: pending is where agents start, paused is the engine's own."""
 IdentityStatus = Literal["created", "active", "dormant", "retired"]
 
 

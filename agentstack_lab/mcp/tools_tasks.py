@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from agentstack_lab.events import camel_keys
+from agentstack_lab.events import AgentStatus, camel_keys
 
 __all__ = ["TaskTools", "TASK_TOOL_NAMES"]
 
@@ -25,7 +25,7 @@ TASK_TOOL_NAMES = (
 
 TaskId = Annotated[str, Field(min_length=1, description="Task id (engine agents: the agent id).")]
 CheckpointId = Annotated[str, Field(min_length=1, description="Consensus checkpoint id (or a unique prefix).")]
-Status = Literal["pending", "running", "waiting_user", "paused", "completed", "failed", "stopped"]
+Status = AgentStatus  # the tasks of engine agents share their statuses (minus idle, refused by the store)
 Risk = Literal["low", "medium", "high"]
 
 

@@ -20,13 +20,14 @@ from typing import Any
 
 import ipywidgets as W
 
+from agentstack_lab.events import TERMINAL
 from agentstack_lab.notebook.render import pill
 from agentstack_lab.notebook.sanitize import escape
 from agentstack_lab.notebook.tree import excerpt
 
 __all__ = ["TERMINAL_STATUSES", "EarlierRuns", "alive", "cell_request", "claim_cell", "output_gone"]
 
-TERMINAL_STATUSES = ("completed", "failed", "stopped")
+TERMINAL_STATUSES = tuple(sorted(TERMINAL))
 
 
 def alive(run: Any) -> bool:

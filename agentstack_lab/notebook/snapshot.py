@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentstack_lab.engine.state import token_text, tree_scope
+from agentstack_lab.events import TERMINAL
 from agentstack_lab.notebook.render import STATUS_VARS, pill
 from agentstack_lab.notebook.sanitize import escape, markdown_to_html
 from agentstack_lab.notebook.tree import tree_to_markdown, tree_to_text
@@ -21,7 +22,6 @@ from agentstack_lab.notebook.tree import tree_to_markdown, tree_to_text
 __all__ = ["SNAPSHOT_MIME", "snapshot", "snapshot_bundle", "snapshot_html", "SavedRun"]
 
 SNAPSHOT_MIME = "application/vnd.agentstack.tree+json"
-TERMINAL = ("completed", "failed", "stopped")
 _LIMITS = {"prompt": 2000, "result": 20_000, "error": 4000, "content": 4000}
 
 

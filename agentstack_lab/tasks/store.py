@@ -22,24 +22,19 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from agentstack_lab.errors import AgentstackError, NotFoundError
-from agentstack_lab.events import RelationshipType
+from agentstack_lab.events import TERMINAL, RelationshipType
+from agentstack_lab.events import TRANSITIONS as AGENT_TRANSITIONS
 
 __all__ = ["Task", "TaskRelationship", "TaskStore", "TaskError", "TaskNotFoundError", "TRANSITIONS",
            "TASK_STATUSES", "TERMINAL", "RELATIONSHIP_TYPES"]
 
-# The agent lifecycle (pending → running ⇄ waiting_user → completed | failed | stopped), so an engine
-# agent and its task always agree; a task created directly may also be completed straight from pending.
+# The agent lifecycle (events.TRANSITIONS) without ``idle``, so an engine agent and its task always agree;
+# a task created directly may also be ended straight from any unfinished status (completed from pending).
 TRANSITIONS: dict[str, frozenset[str]] = {
-    "pending": frozenset({"running", "completed", "failed", "stopped"}),
-    "running": frozenset({"waiting_user", "paused", "completed", "failed", "stopped"}),
-    "waiting_user": frozenset({"running", "completed", "failed", "stopped"}),
-    "paused": frozenset({"running", "completed", "failed", "stopped"}),
-    "completed": frozenset(),
-    "failed": frozenset(),
-    "stopped": frozenset(),
+    status: (AGENT_TRANSITIONS[status] | (TERMINAL if status not in TERMINAL else frozenset())) - {"idle"}
+    for status in AGENT_TRANSITIONS if status != "idle"
 }
 TASK_STATUSES = tuple(TRANSITIONS)
-TERMINAL = frozenset({"completed", "failed", "stopped"})
 RELATIONSHIP_TYPES: tuple[str, ...] = get_args(RelationshipType)
 
 
