@@ -15,6 +15,10 @@ from pydantic import Field
 
 from agentstack_lab.errors import UsageError
 
+_SID = Annotated[str | None, Field(min_length=1, description="The private session owning the run (needs "
+                                                            "session_token).")]
+_TOKEN = Annotated[str | None, Field(max_length=200, description="The secret session_start returned.")]
+
 __all__ = ["DecisionTools", "DECISION_TOOL_NAMES"]
 
 DECISION_TOOL_NAMES = ("decision_list", "decision_get", "decision_answer", "agent_intervene")
@@ -38,14 +42,24 @@ class DecisionTools:
     def decision_list(self, run_id: str | None = None,
                       state: Literal["pending", "answered", "expired", "cancelled"] | None = "pending",
                       kind: Literal["clarification", "blocking", "approval", "final", "consensus"] | None = None,
-                      limit: Annotated[int, Field(ge=1, le=1000)] = 50) -> dict[str, Any]:
+                      limit: Annotated[int, Field(ge=1, le=1000)] = 50, session_id: _SID = None,
+                      session_token: _TOKEN = None) -> dict[str, Any]:
         """Decisions (questions and approvals runs wait on), newest first; default: pending ones."""
-        items = [d.to_dict() for d in self._decisions().list(run=run_id, state=state, kind=kind, limit=limit)]
+        caller = self.privacy.caller(session_id, session_token)  # type: ignore[attr-defined]
+        items = [d.to_dict() for d in self._decisions().list(run=run_id, state=state, kind=kind, limit=10_000)]
+        items = self.privacy.filter(caller, items)[:limit]  # type: ignore[attr-defined]
         return {"decisions": items, "count": len(items)}
 
-    def decision_get(self, decision_id: DecisionId) -> dict[str, Any]:
+    def decision_get(self, decision_id: DecisionId, session_id: _SID = None,
+                     session_token: _TOKEN = None) -> dict[str, Any]:
         """One decision: prompt, code of an approval, state, answer, who answered and from where."""
-        return self._decisions().get(decision_id).to_dict()
+        d = self._decisions().get(decision_id)
+        self._require_decision(d, session_id, session_token)
+        return d.to_dict()
+
+    def _require_decision(self, d: Any, session_id: str | None, token: str | None) -> None:
+        caller = self.privacy.caller(session_id, token)  # type: ignore[attr-defined]
+        self.privacy.require(caller, f"decision {d.id}", run_id=d.run_id)  # type: ignore[attr-defined]
 
     def decision_answer(
         self,
@@ -55,10 +69,13 @@ class DecisionTools:
         text: Annotated[str | None, Field(description="The answer (action=answer).")] = None,
         code: Annotated[str | None, Field(description="Edited code to run instead (action=approve).")] = None,
         reason: Annotated[str | None, Field(description="Why (action=reject); the agent sees it.")] = None,
+        session_id: _SID = None,
+        session_token: _TOKEN = None,
     ) -> dict[str, Any]:
         """Answer a pending decision; exactly one answer wins (a late one is an error naming the winner)."""
         ds = self._decisions()
         d = ds.get(decision_id)
+        self._require_decision(d, session_id, session_token)
         if action == "approve":
             done = ds.approve(d.id, code=code, by="mcp client", surface="mcp")
         elif action == "reject":
@@ -74,8 +91,11 @@ class DecisionTools:
         agent_id: Annotated[str, Field(min_length=1, description="Agent id (or prefix); a run id means its root.")],
         action: Literal["comment", "content", "pause", "resume", "stop"],
         text: Annotated[str | None, Field(description="The comment, or the replacement content.")] = None,
+        session_id: _SID = None,
+        session_token: _TOKEN = None,
     ) -> dict[str, Any]:
         """Comment on, replace the content of, pause, resume or stop a running agent of any process."""
+        self._require_agent(agent_id, self.privacy.caller(session_id, session_token))  # type: ignore[attr-defined]
         run, node = self._live_node(agent_id)  # type: ignore[attr-defined]
         if run is not None and node is not None:
             from types import SimpleNamespace

@@ -10,7 +10,9 @@ Session privacy: session ids are listed by ``session_active``, ``agent_list`` an
 so an id proves nothing. ``session_start`` returns a secret ``session_token`` once (only its sha256
 is stored); every tool that reads, writes or ends a session's private namespace (``memory_*`` with
 ``session_id``, ``session_end``, ``agent_run`` with ``session_id``) needs it, so a second client on
-the same workspace, or a model that saw another session's id, cannot use that session.
+the same workspace, or a model that saw another session's id, cannot use that session. The same token guards
+everything a private session's runs own (agents, tasks, decisions, interventions; see ``privacy.py``):
+the reading and writing tools take ``session_id``/``session_token`` and the listing tools hide the rest.
 
 Not built yet, so not offered: ``task_*`` and ``consensus_*`` (their services do not exist).
 """
@@ -27,6 +29,7 @@ from pydantic import Field
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
 from agentstack_lab.events import AgentStatus, QuestionKind
 from agentstack_lab.mcp.decision_tools import DECISION_TOOL_NAMES, DecisionTools
+from agentstack_lab.mcp.privacy import Privacy
 from agentstack_lab.mcp.tools_system import SYSTEM_TOOL_NAMES, SystemTools
 
 if TYPE_CHECKING:
@@ -67,6 +70,7 @@ class Toolbox(DecisionTools, SystemTools):
     def __init__(self, workspace: Workspace):
         self.ws = workspace
         self.runs: dict[str, Any] = {}
+        self.privacy = Privacy(workspace)
 
     # --- agents ------------------------------------------------------------------------------------
     async def agent_run(
@@ -131,8 +135,8 @@ class Toolbox(DecisionTools, SystemTools):
                 "error": run.error or root.get("error"), "session_id": run.session_id,
                 "options": run.options.to_dict(), "tree": root}
 
-    def agent_status(self, agent_id: Annotated[str, Field(min_length=1, description="Agent id, name or run id.")]
-                     ) -> dict[str, Any]:
+    def agent_status(self, agent_id: Annotated[str, Field(min_length=1, description="Agent id, name or run id.")],
+                     session_id: SessionId = None, session_token: SessionToken = None) -> dict[str, Any]:
         """One agent's persisted state (status, tokens, result or error) and its last logged event."""
         from agentstack_lab.engine.activity import last_events
 
@@ -143,12 +147,14 @@ class Toolbox(DecisionTools, SystemTools):
                 "id": run.id, "run_id": run.id, "status": "pending", "type": run.agent_type, "prompt": run.prompt}
         else:
             out = _asdict(self._agent(agent_id))
+        self.privacy.require(self.privacy.caller(session_id, session_token), f"agent {agent_id!r}",
+                             run_id=out.get("run_id"), session_id=out.get("session_id"))
         out["last_event"] = last_events(self.ws.db, [out["run_id"]]).get(out["id"]) if out.get("run_id") else None
         out["in_this_process"] = run is not None
         return out
 
-    def agent_tree(self, run_id: Annotated[str, Field(min_length=1, description="Run id (or a unique prefix).")]
-                   ) -> dict[str, Any]:
+    def agent_tree(self, run_id: Annotated[str, Field(min_length=1, description="Run id (or a unique prefix).")],
+                   session_id: SessionId = None, session_token: SessionToken = None) -> dict[str, Any]:
         """The run's agent tree, rebuilt from the workspace event log (works for runs of any process).
 
         A run still going in this process answers with its live tree, as ``agent_status`` does: the log
@@ -160,30 +166,36 @@ class Toolbox(DecisionTools, SystemTools):
 
         self._reap()
         rid = resolve_run(self.ws.db, run_id)
+        self.privacy.require(self.privacy.caller(session_id, session_token), f"run {rid!r}", run_id=rid)
         live = self.runs.get(rid)
         if live is not None and not live.done and rid in live.agents:
             return {"run_id": rid, "tree": live.tree}
         return {"run_id": rid, "tree": rebuild_tree(self.ws.db, rid)}
 
     def agent_list(self, run_id: str | None = None, status: Status | None = None,
-                   session_id: Annotated[str | None, Field(min_length=1)] = None,
+                   session_id: SessionId = None, session_token: SessionToken = None,
                    roots_only: Annotated[bool, Field(description="Only run roots (one row per run).")] = False,
                    limit: Annotated[int, Field(ge=1, le=1000)] = 50) -> dict[str, Any]:
         """Agents in the workspace database, newest first."""
         from agentstack_lab.engine.activity import agent_rows, resolve_run
 
         self._reap()
+        caller = self.privacy.caller(session_id, session_token)
         rid = resolve_run(self.ws.db, run_id) if run_id else None
-        rows = agent_rows(self.ws.db, run_id=rid, status=status, session_id=session_id, roots=roots_only, limit=limit)
+        rows = agent_rows(self.ws.db, run_id=rid, status=status, session_id=session_id, roots=roots_only, limit=None)
+        rows = self.privacy.filter(caller, rows)[:limit]
         for r in rows:
             r["prompt"] = _clip(r["prompt"])
             r["result"] = _clip(r["result"])
         return {"agents": rows, "count": len(rows)}
 
     async def agent_stop(self, agent_id: Annotated[str, Field(min_length=1, description="Agent or run id.")],
-                         reason: str | None = None) -> dict[str, Any]:
+                         reason: str | None = None, session_id: SessionId = None,
+                         session_token: SessionToken = None) -> dict[str, Any]:
         """Stop an agent and its subtree (runs started by this server) or an idle spawned agent."""
         from agentstack_lab.agents.spawner import TERMINAL, Spawner
+
+        self._require_agent(agent_id, self.privacy.caller(session_id, session_token))
 
         reason = reason or "stopped through MCP"
         run, node = self._live_node(agent_id)
@@ -211,6 +223,17 @@ class Toolbox(DecisionTools, SystemTools):
         if node.id == run.id:
             await run.wait(raise_on_error=False)  # also flushes the event log
         return {"agent_id": node.id, "run_id": run.id, "status": node.status, "error": node.error}
+
+    def _require_agent(self, ref: str, caller: str | None) -> None:
+        """``SessionAccessError`` when agent (or run) ``ref`` belongs to a private session not ``caller``'s."""
+        run, _node = self._live_node(ref)
+        if run is not None:
+            self.privacy.require(caller, f"agent {ref!r}", run_id=run.id, session_id=run.session_id)
+            return
+        rows = self.ws.db.query("SELECT run_id, session_id FROM agents WHERE id = ? OR name = ? OR run_id = ? OR "
+                                "(length(?) >= 4 AND substr(id, 1, length(?)) = ?) LIMIT 5", (ref, ref, ref, ref, ref, ref))
+        for r in rows:
+            self.privacy.require(caller, f"agent {ref!r}", run_id=r[0], session_id=r[1])
 
     def _reap(self) -> None:
         """Fail the agents of runs whose owner process is gone, so what is read next is what happened."""

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from agentstack_lab.events import AgentStatus, camel_keys
+from agentstack_lab.mcp.privacy import Privacy
 
 __all__ = ["TaskTools", "TASK_TOOL_NAMES"]
 
@@ -24,6 +25,9 @@ TASK_TOOL_NAMES = (
 )
 
 TaskId = Annotated[str, Field(min_length=1, description="Task id (engine agents: the agent id).")]
+SessionId = Annotated[str | None, Field(min_length=1, description="Act as this session (a private one needs "
+                                                            "session_token).")]
+SessionToken = Annotated[str | None, Field(max_length=200, description="The secret session_start returned.")]
 CheckpointId = Annotated[str, Field(min_length=1, description="Consensus checkpoint id (or a unique prefix).")]
 Status = AgentStatus  # the tasks of engine agents share their statuses (minus idle, refused by the store)
 Risk = Literal["low", "medium", "high"]
@@ -44,6 +48,14 @@ class TaskTools:
     def __init__(self, workspace: Any):
         self.ws = workspace
         self._svc: Any = None
+        self.privacy = Privacy(workspace)
+
+    def _task(self, task_id: str, session_id: str | None, token: str | None) -> Any:
+        """The task, if the caller may see it (a private session's task needs its token)."""
+        task = self.svc.store.get(task_id)
+        self.privacy.require(self.privacy.caller(session_id, token), f"task {task.id}", run_id=task.run_id,
+                             session_id=task.session_id)
+        return task
 
     @property
     def svc(self) -> Any:
@@ -58,41 +70,56 @@ class TaskTools:
         self,
         agent_type: Annotated[str, Field(min_length=1, description="Agent type for this task.")],
         input: Annotated[str | None, Field(description="What the task is (compared with its ancestors).")] = None,  # noqa: A002
-        session_id: str | None = None,
+        session_id: SessionId = None,
+        session_token: SessionToken = None,
         parent_task_id: Annotated[str | None, Field(description="Parent task: drift and consensus are checked "
                                                                 "against it.")] = None,
         risk_level: Annotated[Risk | None, Field(description="Override the estimated risk level.")] = None,
     ) -> dict[str, Any]:
         """Create a task; with a parent, drift is checked (prevent refuses) and consensus may hold it."""
+        caller = self.privacy.caller(session_id, session_token) if session_token is not None else None
+        if session_id is not None:
+            self.privacy.require(caller, "this task's session", session_id=session_id)
+        if parent_task_id is not None:
+            self._task(parent_task_id, session_id if caller else None, session_token)
         return self.svc.create(agent_type, input, parent_id=parent_task_id, session_id=session_id,
                                risk_level=risk_level)
 
     def task_assign(self, task_id: TaskId,
-                    agent_id: Annotated[str, Field(min_length=1, description="The agent taking the task.")]
-                    ) -> dict[str, Any]:
+                    agent_id: Annotated[str, Field(min_length=1, description="The agent taking the task.")],
+                    session_id: SessionId = None, session_token: SessionToken = None) -> dict[str, Any]:
         """Assign a pending task to an agent (it becomes running)."""
+        self._task(task_id, session_id, session_token)
         return self.svc.store.assign(task_id, agent_id).to_dict()
 
     def task_complete(self, task_id: TaskId, output: str | None = None,
-                      status: Literal["completed", "failed"] = "completed") -> dict[str, Any]:
+                      status: Literal["completed", "failed"] = "completed", session_id: SessionId = None,
+                      session_token: SessionToken = None) -> dict[str, Any]:
         """Finish a task with its output (or its error, when status is failed)."""
+        self._task(task_id, session_id, session_token)
         return self.svc.store.complete(task_id, output, status=status).to_dict()
 
-    def task_list(self, session_id: str | None = None, status: Status | None = None, run_id: str | None = None,
+    def task_list(self, session_id: SessionId = None, status: Status | None = None, run_id: str | None = None,
                   parent_task_id: str | None = None,
-                  limit: Annotated[int, Field(ge=1, le=1000)] = 100) -> dict[str, Any]:
-        """Tasks, oldest first, filtered by session, status, run or parent."""
+                  limit: Annotated[int, Field(ge=1, le=1000)] = 100,
+                  session_token: SessionToken = None) -> dict[str, Any]:
+        """Tasks, oldest first, filtered by session, status, run or parent (a private session's need its token)."""
+        caller = self.privacy.caller(session_id, session_token) if session_token is not None else None
         tasks = self.svc.store.list(session_id=session_id, status=status, run_id=run_id, parent_id=parent_task_id,
-                                    limit=limit)
-        return {"count": len(tasks), "tasks": [t.to_dict() for t in tasks]}
+                                    limit=100_000)
+        rows = self.privacy.filter(caller, [t.to_dict() for t in tasks])[:limit]
+        return {"count": len(rows), "tasks": rows}
 
-    def task_get(self, task_id: TaskId) -> dict[str, Any]:
+    def task_get(self, task_id: TaskId, session_id: SessionId = None,
+                 session_token: SessionToken = None) -> dict[str, Any]:
         """One task: type, input, status, output, session, parent, run."""
-        return self.svc.store.get(task_id).to_dict()
+        return self._task(task_id, session_id, session_token).to_dict()
 
     def task_get_relationships(self, task_id: TaskId,
-                               direction: Literal["outgoing", "incoming", "both"] = "both") -> dict[str, Any]:
+                               direction: Literal["outgoing", "incoming", "both"] = "both",
+                               session_id: SessionId = None, session_token: SessionToken = None) -> dict[str, Any]:
         """A task's relationships (parent_of, derived_from, depends_on, supersedes), newest first."""
+        self._task(task_id, session_id, session_token)
         rels = self.svc.store.relationships(task_id, direction)
         return {"count": len(rels), "relationships": [r.to_dict() for r in rels]}
 
