@@ -272,9 +272,10 @@ class UserIntervention:
 
 @dataclass(frozen=True, kw_only=True)
 class GetAgentTree:
-    """Inbound: ask for a snapshot of the tree."""
+    """Inbound: ask for a snapshot of the tree (of one run, by id or prefix; else the recent runs)."""
 
     type: Literal["get-agent-tree"] = "get-agent-tree"
+    run_id: str | None = None
 
 
 OutboundEvent = AgentState | TextDelta | ToolCall | ToolResult | UserQuery | AgentCompleted | ErrorEvent

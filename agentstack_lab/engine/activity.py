@@ -40,11 +40,19 @@ def agent_rows(db: Any, *, run_id: str | None = None, status: str | None = None,
     return _dicts(db.query(sql, [*params, *([int(limit)] if limit is not None else [])]))
 
 
+MIN_PREFIX = 4   # characters of a run id prefix, as for decision and review-loop ids
+
+
 def resolve_run(db: Any, ref: str) -> str:
-    """The run id that ``ref`` names (a full id or a unique prefix); ``NotFoundError``/``UsageError`` otherwise."""
+    """The run id that ``ref`` names (a full id or a unique prefix of 4+ characters); ``NotFoundError``/``UsageError`` otherwise."""
     ref = (ref or "").strip()
     if not ref:
         raise UsageError("a run id is required")
+    if len(ref) < MIN_PREFIX:  # a full id is never this short; a shorter prefix names too much to be safe
+        if db.query("SELECT 1 FROM agents WHERE run_id = ? LIMIT 1", (ref,)) or \
+                db.query("SELECT 1 FROM events WHERE run_id = ? LIMIT 1", (ref,)):
+            return ref
+        raise UsageError(f"run id prefix {ref!r} is too short; give at least {MIN_PREFIX} characters")
     found = [r[0] for r in db.query("SELECT DISTINCT run_id FROM agents WHERE substr(run_id, 1, ?) = ? LIMIT 3",
                                     (len(ref), ref))]
     if ref in found:
@@ -83,9 +91,10 @@ def last_events(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     if not run_ids:
         return {}
     marks = ",".join("?" * len(run_ids))
-    rows = db.query(f"SELECT e.agent_id, e.seq, e.type, e.payload, e.created_at FROM events e JOIN"
-                    f" (SELECT agent_id, max(seq) AS m FROM events WHERE run_id IN ({marks}) GROUP BY agent_id) x"
-                    f" ON e.seq = x.m", run_ids)
+    # one index seek (events_run_agent) per agent of these runs, not a read of every event of the runs
+    rows = db.query(f"SELECT e.agent_id, e.seq, e.type, e.payload, e.created_at FROM agents a JOIN events e"
+                    f" ON e.seq = (SELECT max(seq) FROM events WHERE run_id = a.run_id AND agent_id = a.id)"
+                    f" WHERE a.run_id IN ({marks})", run_ids)
     return {r[0]: {"seq": r[1], "type": r[2], "text": describe_event(r[2], json.loads(r[3])), "at": r[4]}
             for r in rows if r[0] is not None}
 

@@ -8,6 +8,7 @@ agents) both build on it without importing each other: before, ``control`` impor
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from agentstack_lab.server.hub import EventHub
 if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
 
-__all__ = ["PREFIX", "BaseHandler", "ServerState"]
+__all__ = ["PREFIX", "BaseHandler", "ServerState", "loads_json"]
 
 PREFIX = "agentstack/api"
 
@@ -35,6 +36,13 @@ class ServerState:
     hub: EventHub
     provider: str | None = None
     runs: dict[str, Any] = field(default_factory=dict)
+    # database reads and writes of handlers run here, never on the server's event loop
+    pool: concurrent.futures.ThreadPoolExecutor = field(default_factory=lambda: concurrent.futures.ThreadPoolExecutor(
+        max_workers=4, thread_name_prefix="agentstack-db"))
+
+    async def off_loop(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in :attr:`pool`: a slow query never blocks other requests (``health/live``)."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
 
     def start_run(self, prompt: str, agent_type: str | None = None, options: dict[str, Any] | None = None) -> Any:
         from agentstack_lab.engine import AgentRun
@@ -64,6 +72,7 @@ class ServerState:
         for run in list(self.runs.values()):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(run.wait(raise_on_error=False), 5)
+        self.pool.shutdown(wait=True)
         self.workspace.close()
 
 
@@ -93,6 +102,40 @@ def person_name(handler: Any) -> str:
         if isinstance(value, str) and value.strip():
             return value
     return "lab"
+
+
+MAX_JSON_DEPTH = 64
+
+
+def loads_json(raw: str | bytes, *, what: str) -> Any:
+    """``raw`` parsed, or one line saying why not: not JSON, or nested deeper than :data:`MAX_JSON_DEPTH`.
+
+    A value deeper than that is refused here, so nothing that walks it afterwards (option checks,
+    ``camel_keys``, the event log's ``json.dumps``) can hit Python's recursion limit.
+    """
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise UsageError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:
+        raise UsageError(f"{what} is not JSON ({str(exc).splitlines()[0][:120]})") from None
+    if _too_deep(data):
+        raise UsageError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
+    return data
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` nests lists/objects deeper than :data:`MAX_JSON_DEPTH` (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
 
 
 class BaseHandler(APIHandler):
@@ -126,10 +169,7 @@ class BaseHandler(APIHandler):
         super()._handle_request_exception(e)
 
     def body(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.request.body or b"{}")
-        except ValueError:
-            raise UsageError("the request body is not JSON") from None
+        data = loads_json(self.request.body or b"{}", what="the request body")
         if not isinstance(data, dict):
             raise UsageError("the request body must be a JSON object")
         return data

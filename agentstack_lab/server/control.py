@@ -34,53 +34,57 @@ def _decision(d: Any) -> dict[str, Any]:
 
 class DecisionsHandler(BaseHandler):
     @tornado.web.authenticated
-    def get(self) -> None:
+    async def get(self) -> None:
         state = self.get_argument("state", "pending") or None
-        ds = _decisions(self.state)
-        ds.expire_due()
-        found = ds.list(run=self.get_argument("run", None), state=None if state == "all" else state,
-                        kind=self.get_argument("kind", None), limit=self.int_arg("limit", 100, lo=1, hi=1000))
-        self.reply({"decisions": [_decision(d) for d in found]})
+        run, kind = self.get_argument("run", None), self.get_argument("kind", None)
+        limit = self.int_arg("limit", 100, lo=1, hi=1000)
+
+        def read() -> list[Any]:
+            ds = _decisions(self.state)
+            ds.expire_due()
+            return ds.list(run=run, state=None if state == "all" else state, kind=kind, limit=limit)
+
+        self.reply({"decisions": [_decision(d) for d in await self.state.off_loop(read)]})
 
 
 class DecisionHandler(BaseHandler):
     @tornado.web.authenticated
-    def get(self, ref: str) -> None:
-        self.reply(_decision(_decisions(self.state).get(ref)))
+    async def get(self, ref: str) -> None:
+        self.reply(_decision(await self.state.off_loop(lambda: _decisions(self.state).get(ref))))
 
 
 class DecisionActionHandler(BaseHandler):
     """``POST decisions/ID/answer {response}``, ``/approve {code?}``, ``/reject {reason?}``."""
 
     @tornado.web.authenticated
-    def post(self, ref: str, action: str) -> None:
+    async def post(self, ref: str, action: str) -> None:
         data = self.body()
-        ds = _decisions(self.state)
         by = person_name(self)
         if action == "answer":
             if "response" not in data:
                 raise UsageError("answer needs a 'response' in the request body")
-            done = ds.answer(ref, data["response"], by=by, surface="lab")
+            act = lambda ds: ds.answer(ref, data["response"], by=by, surface="lab")  # noqa: E731
         elif action == "approve":
             code = data.get("code")
             if code is not None and not isinstance(code, str):
                 raise UsageError("approve: 'code' must be a string when given")
-            done = ds.approve(ref, code=code, by=by, surface="lab")
+            act = lambda ds: ds.approve(ref, code=code, by=by, surface="lab")  # noqa: E731
         else:
             reason = data.get("reason")
             if reason is not None and not isinstance(reason, str):
                 raise UsageError("reject: 'reason' must be a string when given")
-            done = ds.reject(ref, reason=reason or None, by=by, surface="lab")
-        self.reply(_decision(done))
+            act = lambda ds: ds.reject(ref, reason=reason or None, by=by, surface="lab")  # noqa: E731
+        self.reply(_decision(await self.state.off_loop(lambda: act(_decisions(self.state)))))
 
 
 class TasksHandler(BaseHandler):
     @tornado.web.authenticated
-    def get(self) -> None:
+    async def get(self) -> None:
         limit = self.int_arg("limit", 100, lo=1, hi=1000)
         status = self.get_argument("status", None)
         run = self.get_argument("run", None)
-        self.reply({"tasks": list_tasks(self.db, status=status, run=run, limit=limit)})
+        self.reply({"tasks": await self.state.off_loop(
+            lambda: list_tasks(self.db, status=status, run=run, limit=limit))})
 
 
 def list_tasks(db: Any, *, status: str | None, run: str | None, limit: int) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import tornado
+import tornado.iostream
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
@@ -22,31 +23,33 @@ from tornado import websocket
 
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
 from agentstack_lab.events import ACTION_OF, STATUS_OF
-from agentstack_lab.server.base import PREFIX, BaseHandler, ServerState, person_name
+from agentstack_lab.server.base import PREFIX, BaseHandler, ServerState, loads_json, person_name
 from agentstack_lab.server.hub import Message, dumps
 
 if TYPE_CHECKING:
     pass
 
-__all__ = ["ServerState", "routes"]
+__all__ = ["ServerState", "routes", "MAX_UNSENT"]
+
+MAX_UNSENT = 16 * 2**20   # bytes a WebSocket client may leave untaken before it is dropped
+MAX_SEQ = 2**63 - 1       # SQLite's largest integer
+
+
+def _after_seq(raw: str) -> int | str:
+    """``?after=`` as a sequence number, or the one-line error to send instead."""
+    try:
+        value = int(raw)
+    except ValueError:
+        return f"after must be an integer, got {raw[:40]!r}"
+    if not 0 <= value <= MAX_SEQ:
+        return f"after must be between 0 and {MAX_SEQ}, got {raw[:40]}"
+    return value
 
 class RunsHandler(BaseHandler):
     @tornado.web.authenticated
-    def get(self) -> None:
-        from agentstack_lab.engine.activity import last_events
-        from agentstack_lab.engine.liveness import reap_orphans
-        from agentstack_lab.engine.log import list_runs
-
-        reap_orphans(self.db)
-        runs = list_runs(self.db, limit=self.int_arg("limit", 50, lo=1, hi=1000))
-        ids = [r["id"] for r in runs]
-        stats = _run_stats(self.db, ids)
-        last = last_events(self.db, ids)
-        from agentstack_lab.server.control import run_extras
-
-        extras = run_extras(self.db, ids)
-        self.reply({"runs": [{**r, **stats.get(r["id"], {}), **extras.get(r["id"], {}), "last": last.get(r["id"])}
-                             for r in runs]})
+    async def get(self) -> None:
+        limit = self.int_arg("limit", 50, lo=1, hi=1000)
+        self.reply({"runs": await self.state.off_loop(runs_page, self.db, limit)})
 
     @tornado.web.authenticated
     def post(self) -> None:
@@ -54,6 +57,22 @@ class RunsHandler(BaseHandler):
         run = self.state.start_run(data.get("prompt", ""), data.get("type") or data.get("agentType"),
                                    data.get("options") or {})
         self.reply({"runId": run.id, "status": run.status, "options": run.options.to_dict()}, status=201)
+
+
+def runs_page(db: Any, limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs with their counts, origin, pending decisions and each agent's last event."""
+    from agentstack_lab.engine.activity import last_events
+    from agentstack_lab.engine.liveness import reap_orphans
+    from agentstack_lab.engine.log import list_runs
+    from agentstack_lab.server.control import run_extras
+
+    reap_orphans(db)
+    runs = list_runs(db, limit=limit)
+    ids = [r["id"] for r in runs]
+    stats = _run_stats(db, ids)
+    last = last_events(db, ids)
+    extras = run_extras(db, ids)
+    return [{**r, **stats.get(r["id"], {}), **extras.get(r["id"], {}), "last": last.get(r["id"])} for r in runs]
 
 
 def _run_stats(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -67,14 +86,18 @@ def _run_stats(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
 
 class RunHandler(BaseHandler):
     @tornado.web.authenticated
-    def get(self, run_ref: str) -> None:
+    async def get(self, run_ref: str) -> None:
         from agentstack_lab.engine.activity import resolve_run
         from agentstack_lab.engine.log import rebuild_tree
 
-        run_id = _resolve(self.db, run_ref, resolve_run)
+        def read() -> tuple[str, Any, Any]:
+            run_id = _resolve(self.db, run_ref, resolve_run)
+            return run_id, rebuild_tree(self.db, run_id), _recorded_options(self.db, run_id)
+
+        run_id, tree, recorded = await self.state.off_loop(read)
         local = self.state.runs.get(run_id)
-        options = local.options.to_dict() if local is not None else _recorded_options(self.db, run_id)
-        self.reply({"runId": run_id, "tree": rebuild_tree(self.db, run_id), "options": options})
+        options = local.options.to_dict() if local is not None else recorded
+        self.reply({"runId": run_id, "tree": tree, "options": options})
 
 
 def _recorded_options(db: Any, run_id: str) -> dict[str, Any] | None:
@@ -88,14 +111,19 @@ def _recorded_options(db: Any, run_id: str) -> dict[str, Any] | None:
 
 class RunEventsHandler(BaseHandler):
     @tornado.web.authenticated
-    def get(self, run_ref: str) -> None:
+    async def get(self, run_ref: str) -> None:
         from agentstack_lab.engine.activity import EventFollower, resolve_run
 
-        run_id = _resolve(self.db, run_ref, resolve_run)
-        follower = EventFollower(self.db, run_id=run_id, after_seq=self.int_arg("after", 0))
-        rows = follower.poll(limit=self.int_arg("limit", 10_000, lo=1, hi=100_000))
-        self.reply({"runId": run_id, "events": [{**r["payload"], "seq": r["seq"]} for r in rows],
-                    "next": follower.seq})
+        after, limit = self.int_arg("after", 0, hi=MAX_SEQ), self.int_arg("limit", 10_000, lo=1, hi=100_000)
+
+        def read() -> dict[str, Any]:
+            run_id = _resolve(self.db, run_ref, resolve_run)
+            follower = EventFollower(self.db, run_id=run_id, after_seq=after)
+            rows = follower.poll(limit=limit)
+            return {"runId": run_id, "events": [{**r["payload"], "seq": r["seq"]} for r in rows],
+                    "next": follower.seq}
+
+        self.reply(await self.state.off_loop(read))
 
 
 def _resolve(db: Any, ref: str, resolve: Any) -> str:
@@ -109,13 +137,13 @@ def _resolve(db: Any, ref: str, resolve: Any) -> str:
 
 class MemorySearchHandler(BaseHandler):
     @tornado.web.authenticated
-    def get(self) -> None:
+    async def get(self) -> None:
         query = self.get_argument("q", "")
         if not query.strip():
             raise UsageError("q (the search text) is required")
         mode = self.get_argument("mode", "hybrid")
         limit = self.int_arg("limit", 10, lo=1, hi=1000)
-        hits = self.state.workspace.memory.search(query, mode, limit=limit)
+        hits = await self.state.off_loop(lambda: self.state.workspace.memory.search(query, mode, limit=limit))
         self.reply({"results": [_hit(h) for h in hits], "degraded": getattr(hits, "degraded", None)})
 
 
@@ -129,10 +157,11 @@ def _hit(hit: Any) -> dict[str, Any]:
 
 class HealthHandler(BaseHandler):
     @tornado.web.authenticated
-    def get(self, kind: str) -> None:
+    async def get(self, kind: str) -> None:
         from agentstack_lab.monitoring.health import check
 
-        report = check(self.state.workspace, kind)
+        report = check(self.state.workspace, kind) if kind == "live" else \
+            await self.state.off_loop(check, self.state.workspace, kind)
         self.reply(report, status=200 if report["status"] != "unhealthy" else 503)
 
 
@@ -140,7 +169,7 @@ class MetricsHandler(BaseHandler):
     """Prometheus text exposition of the workspace (``monitoring/metrics.py``), computed from the database."""
 
     @tornado.web.authenticated
-    def get(self) -> None:
+    async def get(self) -> None:
         from prometheus_client.core import GaugeMetricFamily
 
         from agentstack_lab.monitoring.metrics import exposition
@@ -152,7 +181,7 @@ class MetricsHandler(BaseHandler):
                 yield GaugeMetricFamily("agentstack_ws_clients", "WebSocket clients of this server", value=clients)
 
         self.set_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.finish(exposition(self.state.workspace.db, extra=[_ServerGauges()]))
+        self.finish(await self.state.off_loop(lambda: exposition(self.state.workspace.db, extra=[_ServerGauges()])))
 
 
 class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
@@ -173,32 +202,36 @@ class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
 
     async def open(self) -> None:  # type: ignore[override]
         self._sent = 0
+        self._unsent = 0          # bytes handed to the socket that the client has not taken yet
+        self._closed = False
         self._buffer: list[Message] | None = []
         self.state.hub.start()   # idempotent; normally already started with the server's loop
         self._unsubscribe = self.state.hub.subscribe(self._deliver)
         after = self.get_argument("after", None)
         if after is not None:
-            try:
-                start = int(after)
-            except ValueError:
-                self._send_error(f"after must be an integer, got {after!r}")
-                start = None
-            if start is not None:
+            start = _after_seq(after)
+            if isinstance(start, str):
+                self._send_error(start)
+            else:
                 await self._catch_up(start)
         buffered, self._buffer = self._buffer or [], None
         self._deliver(buffered)
 
     async def _catch_up(self, after: int) -> None:
+        """Send the log from ``after`` up to the hub's position, at the client's pace; stop when it leaves."""
         from agentstack_lab.engine.activity import EventFollower
         from agentstack_lab.server.hub import coalesce
 
         follower = EventFollower(self.state.workspace.db, after_seq=after)
         upto = self.state.hub.seq
-        while True:
-            rows = [r for r in await asyncio.to_thread(follower.poll, 5000) if r["seq"] <= upto]
-            if not rows:
+        while not self._closed:
+            rows = [r for r in await asyncio.to_thread(follower.poll, 2000) if r["seq"] <= upto]
+            if not rows or self._closed:
                 break
-            self._write(coalesce(rows))
+            last = self._write(coalesce(rows), flow=True)
+            if last is not None:  # the client's pace: the next batch is read once it has taken this one
+                with contextlib.suppress(websocket.WebSocketClosedError, tornado.iostream.StreamClosedError):
+                    await last
             if follower.seq >= upto:
                 break
 
@@ -208,16 +241,40 @@ class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
             return
         self._write(messages)
 
-    def _write(self, messages: list[Message]) -> None:
+    def _write(self, messages: list[Message], *, flow: bool = False) -> Any:
+        """Send ``messages`` not sent yet. ``flow``: wait for the client to take them (catch-up).
+
+        Returns the last write's future (None when nothing was written). Live messages are not waited for: a client with more than :data:`MAX_UNSENT` bytes not taken
+        is closed with a reason (1008), so one that stops reading cannot grow the server's memory.
+        """
+        last = None
         for m in messages:
+            if self._closed:
+                return None
             if m.get("seq", 0) <= self._sent:
                 continue
             self._sent = m.get("seq", self._sent)
+            data = dumps(m)
+            size = len(data)
             try:
-                self.write_message(dumps(m))
+                last = self.write_message(data)
             except websocket.WebSocketClosedError:
-                self._unsubscribe()
-                return
+                self._gone()
+                return None
+            self._unsent += size
+            last.add_done_callback(lambda _f, n=size: self._taken(n))
+            if not flow and self._unsent > MAX_UNSENT:
+                self._gone()
+                self.close(1008, f"the client did not read: more than {MAX_UNSENT // 2**20} MB waiting to be sent")
+                return None
+        return last
+
+    def _taken(self, n: int) -> None:
+        self._unsent -= n
+
+    def _gone(self) -> None:
+        self._closed = True
+        self._unsubscribe()
 
     def _send_error(self, text: str, agent_id: str = "") -> None:
         with contextlib.suppress(websocket.WebSocketClosedError):
@@ -227,8 +284,7 @@ class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
         from agentstack_lab.events import GetAgentTree, StartAgent, UserIntervention, UserResponse, from_wire
 
         try:
-            data = json.loads(raw)
-            event = from_wire(data)
+            event = from_wire(loads_json(raw, what="the message"))
             if isinstance(event, StartAgent):
                 run = self.state.start_run(event.prompt, event.agent_type, event.options)
                 self.write_message(dumps({"type": "run-started", "runId": run.id}))
@@ -237,7 +293,7 @@ class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
             elif isinstance(event, UserIntervention):
                 await intervene(self.state, event)
             elif isinstance(event, GetAgentTree):
-                self._send_tree(getattr(event, "run_id", None))
+                await self._send_tree(event.run_id)
             else:
                 raise UsageError(f"{event.type} is an outbound event; clients send start-agent, user-response, "
                                  "user-intervention or get-agent-tree")
@@ -249,20 +305,28 @@ class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
             self.log.exception("agentstack-lab: WebSocket message failed")
             self._send_error("internal error (see the server log)")
 
-    def _send_tree(self, run_id: str | None) -> None:
+    async def _send_tree(self, run_ref: str | None) -> None:
+        from agentstack_lab.engine.activity import resolve_run
         from agentstack_lab.engine.log import list_runs, read_events
 
         db = self.state.workspace.db
-        runs = [run_id] if run_id else [r["id"] for r in list_runs(db, limit=20)]
-        for rid in runs:
-            states: dict[str, Any] = {}
-            for _, ev in read_events(db, rid):
-                if ev.type == "agent-state":
-                    states[ev.agent_id] = {**states.get(ev.agent_id, {}), **ev.state}
-            for agent_id, state in states.items():
-                self.write_message(dumps({"type": "agent-state", "agentId": agent_id, "state": state, "runId": rid}))
+
+        def snapshot() -> list[tuple[str, dict[str, Any]]]:
+            runs = [_resolve(db, run_ref, resolve_run)] if run_ref else [r["id"] for r in list_runs(db, limit=20)]
+            out = []
+            for rid in runs:
+                states: dict[str, Any] = {}
+                for _, ev in read_events(db, rid):
+                    if ev.type == "agent-state":
+                        states[ev.agent_id] = {**states.get(ev.agent_id, {}), **ev.state}
+                out += [(rid, {"agentId": a, "state": st}) for a, st in states.items()]
+            return out
+
+        for rid, item in await asyncio.to_thread(snapshot):
+            self.write_message(dumps({"type": "agent-state", **item, "runId": rid}))
 
     def on_close(self) -> None:
+        self._closed = True
         unsubscribe = getattr(self, "_unsubscribe", None)
         if unsubscribe is not None:
             unsubscribe()

@@ -80,4 +80,5 @@ _register(
     control_plane.workflows_review_loops,
     control_plane.tasks_session_id_without_fk,
     foundation.foundation_fts_own_file,
+    engine.engine_runs_list_indexes,
 )

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["engine_agents", "engine_identities", "engine_events", "engine_run_owners", "engine_agents_identity", "engine_agents_names_free_when_done", "engine_provenance"]
+__all__ = ["engine_agents", "engine_identities", "engine_events", "engine_run_owners", "engine_agents_identity", "engine_agents_names_free_when_done", "engine_provenance",
+           "engine_runs_list_indexes"]
 
 
 def engine_agents(conn: Any) -> None:
@@ -161,3 +162,14 @@ def engine_provenance(conn: Any) -> None:
         )""")
     conn.execute("CREATE INDEX provenance_name ON provenance(name, id)")
     conn.execute("CREATE INDEX provenance_run ON provenance(run_id, id)")
+
+
+def engine_runs_list_indexes(conn: Any) -> None:
+    """Indexes for the runs list at a million events: newest root agents, and each agent's last event.
+
+    ``agents_roots_created`` answers ``list_runs`` (``ORDER BY created_at DESC LIMIT n`` over root
+    agents) without sorting every agent; ``events_run_agent`` lets ``last_events`` find an agent's
+    newest event by one index seek instead of reading every event of the run.
+    """
+    conn.execute("CREATE INDEX agents_roots_created ON agents(created_at) WHERE parent_id IS NULL AND run_id = id")
+    conn.execute("CREATE INDEX events_run_agent ON events(run_id, agent_id, seq)")
