@@ -133,7 +133,7 @@ def _replay(ws, path, prompt=f"{ROOT_PROMPT} (token {PLANTED})", rng=None) -> Ag
     """A replay asked for by name ("anthropic"): with no key anywhere, only a replay can run it."""
     run = AgentRun(prompt, workspace=ws, options=_opts(replay=str(path)), provider="anthropic")
     if rng is not None:
-        run.provider = Shuffled(run.provider, rng)
+        run._core.provider = Shuffled(run._core.provider, rng)
     return run
 
 

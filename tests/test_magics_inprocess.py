@@ -92,4 +92,4 @@ def test_executor_option_and_continue_without_a_loop(shell, capsys):
     assert follow.status == "completed" and follow.tree["metadata"]["continues"] == live.id
     assert "(a follow-up to: what is the moon?)" in follow.result
     # live's own session ended with it (memory notes included); the follow-up ran in, and ended, its own
-    assert follow.owns_session and follow.session_id != live.session_id
+    assert follow._core.owns_session and follow.session_id != live.session_id

@@ -159,7 +159,7 @@ def test_websocket_follows_runs_of_other_processes_live(jp_ws_fetch, jp_root_dir
 def test_websocket_refuses_bad_messages_with_one_line(jp_ws_fetch, jp_asyncio_loop):
     async def body():
         ws = await jp_ws_fetch("agentstack", "api", "events")
-        for raw, expected in [("not json", "not a valid message"),
+        for raw, expected in [("not json", "the message is not JSON"),
                               (json.dumps({"type": "nope"}), "unknown event type 'nope'"),
                               (json.dumps({"type": "text-delta", "agentId": "a", "delta": "x"}), "outbound event"),
                               (json.dumps({"type": "user-response", "agentId": "a", "queryId": "q", "response": 1}),

@@ -67,8 +67,15 @@ def _state(jp_serverapp):
     return jp_serverapp.web_app.settings["agentstack"]
 
 
+async def _reply(ws) -> dict:
+    """The next reply to this client; live log events (they carry a ``seq``) from runs still going are skipped."""
+    while "seq" in (message := json.loads(await asyncio.wait_for(ws.read_message(), 20))):
+        pass
+    return message
+
+
 async def _ws_error(ws) -> str:
-    reply = json.loads(await asyncio.wait_for(ws.read_message(), 20))
+    reply = await _reply(ws)
     assert reply["type"] == "error", reply
     assert "\n" not in reply["error"]
     return reply["error"]
@@ -102,6 +109,7 @@ def _insert_events(db, n: int, *, run_id: str = "bulk-run", delta: str = "x") ->
 
 
 async def _hub_at_head(state) -> None:
+    state.hub.start()   # idempotent; the first WebSocket starts it in a server the fixtures made
     head = state.workspace.db.query("SELECT max(seq) FROM events")[0][0]
     while state.hub.seq < head:
         await asyncio.sleep(0.05)
@@ -179,10 +187,10 @@ def test_get_agent_tree_takes_a_run_id_and_prefixes_need_4_characters(jp_fetch, 
         other = await _start_and_finish(jp_fetch, "summarise 3, 4")
         ws = await jp_ws_fetch("agentstack", "api", "events")
         await ws.write_message(json.dumps({"type": "get-agent-tree", "runId": run_id[:8]}))
-        reply = json.loads(await asyncio.wait_for(ws.read_message(), 20))
+        reply = await _reply(ws)
         assert reply["type"] == "agent-state" and reply["runId"] == run_id, reply
         await ws.write_message(json.dumps({"type": "get-agent-tree", "runId": run_id[:3]}))
-        while (reply := json.loads(await asyncio.wait_for(ws.read_message(), 20)))["type"] == "agent-state":
+        while (reply := await _reply(ws))["type"] == "agent-state":
             assert reply["runId"] == run_id != other   # only the asked run, never the recent ones
         assert reply["type"] == "error" and "at least 4 characters" in reply["error"], reply
         ws.close()

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from agentstack_lab.errors import AgentstackError, UsageError
 from agentstack_lab.events import QUERY_KINDS
+from agentstack_lab.validation import SQLITE_INT_MAX
 
 __all__ = ["RunOptions", "Attachment", "QUERY_KINDS", "ON_QUERY", "SURFACES", "NETWORK_OPTIONS", "run_options",
            "network_options", "parse_duration", "AgentRunError", "HeadlessQueryError", "BudgetExceededError",
@@ -129,9 +130,17 @@ class RunOptions:
     def __post_init__(self) -> None:
         for name in ("max_depth", "max_children", "max_agents", "max_turns", "max_workers"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name in ("max_agents", "max_turns") else 0):
-                raise ValueError(f"RunOptions.{name} must be a {'positive' if name in ('max_agents', 'max_turns') else 'non-negative'} integer, got {value!r}")
-        if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens <= 0):
+            if (not isinstance(value, int) or isinstance(value, bool)
+                    or not (1 if name in ("max_agents", "max_turns") else 0) <= value <= SQLITE_INT_MAX):
+                raise ValueError(f"RunOptions.{name} must be a {'positive' if name in ('max_agents', 'max_turns') else 'non-negative'} "
+                                 f"integer up to {SQLITE_INT_MAX}, got {value!r}")
+        for name in ("auto_approve", "subagents", "interactive", "final_question", "coordinate"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"RunOptions.{name} must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.answers, Mapping):
+            raise ValueError(f"RunOptions.answers must be a mapping of query kind to answer, got {self.answers!r}")
+        if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool)
+                                            or not 0 < self.max_tokens <= SQLITE_INT_MAX):
             raise ValueError(f"RunOptions.max_tokens must be a positive integer or None, got {self.max_tokens!r}")
         if self.timeout_s is not None and (isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float)
                                            or not 0 < self.timeout_s < float("inf")):  # nan compares false: refused

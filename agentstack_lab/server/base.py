@@ -50,6 +50,10 @@ class ServerState:
 
         if not isinstance(prompt, str) or not prompt.strip():
             raise UsageError("start-agent needs a non-empty prompt")
+        if agent_type is not None and not isinstance(agent_type, str):
+            raise UsageError(f"the agent type must be a string, got {type(agent_type).__name__}")
+        if options is not None and not isinstance(options, dict):
+            raise UsageError(f"options must be an object, got {type(options).__name__}")
         # a network client sets only the documented subset; the rest is the workspace config's
         opts = run_options(self.workspace.config, surface="lab",
                            given=network_options(options, self.workspace.root))

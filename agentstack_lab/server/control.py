@@ -88,60 +88,10 @@ class TasksHandler(BaseHandler):
 
 
 def list_tasks(db: Any, *, status: str | None, run: str | None, limit: int) -> list[dict[str, Any]]:
-    """Tasks, newest first: through the tasks service where it is installed, else the ``tasks`` table."""
-    try:
-        from agentstack_lab.tasks import TaskStore
-    except ImportError:  # the tasks service is not on this branch yet: the foundation table is the truth
-        TaskStore = None  # noqa: N806
-    if TaskStore is not None:
-        return [t.to_dict() for t in TaskStore(db).list(status=status, run_id=run, limit=limit)]
-    import json
+    """Tasks, newest first, through the tasks service."""
+    from agentstack_lab.tasks import TaskStore
 
-    where, params = [], []
-    if status is not None:
-        where.append("status = ?")
-        params.append(status)
-    if run is not None:
-        where.append("json_extract(metadata, '$.runId') = ?")
-        params.append(run)
-    rows = db.query("SELECT id, session_id, agent_type, status, input, output, metadata, created_at, completed_at"
-                    " FROM tasks" + (f" WHERE {' AND '.join(where)}" if where else "")
-                    + " ORDER BY created_at DESC LIMIT ?", (*params, limit))
-    out = []
-    for r in rows:
-        item = dict(zip(r.keys(), tuple(r), strict=True))
-        item["metadata"] = json.loads(item["metadata"] or "{}")
-        out.append(item)
-    return out
-
-
-class MetricsHandler(BaseHandler):
-    @tornado.web.authenticated
-    def get(self) -> None:
-        self.set_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.finish(exposition(self.db, clients=self.state.hub.subscribers))
-
-
-def exposition(db: Any, *, clients: int = 0) -> bytes:
-    """The workspace's gauges in Prometheus text format (``agentstack_*``)."""
-    from prometheus_client import CollectorRegistry, Gauge, generate_latest
-
-    reg = CollectorRegistry()
-    agents = Gauge("agentstack_agents", "Agents in the workspace by status", ["status"], registry=reg)
-    for status, n in db.query("SELECT status, count(*) FROM agents GROUP BY status"):
-        agents.labels(status=status).set(n)
-    runs = Gauge("agentstack_runs", "Runs (root agents) by status", ["status"], registry=reg)
-    for status, n in db.query("SELECT status, count(*) FROM agents WHERE parent_id IS NULL AND run_id = id"
-                              " GROUP BY status"):
-        runs.labels(status=status).set(n)
-    pending = Gauge("agentstack_decisions_pending", "Decisions waiting for a person, by kind", ["kind"],
-                    registry=reg)
-    for kind, n in db.query("SELECT kind, count(*) FROM decisions WHERE state = 'pending' GROUP BY kind"):
-        pending.labels(kind=kind).set(n)
-    Gauge("agentstack_events_seq", "Highest event-log sequence number", registry=reg).set(
-        db.query("SELECT coalesce(max(seq), 0) FROM events")[0][0])
-    Gauge("agentstack_ws_clients", "WebSocket clients of this server", registry=reg).set(clients)
-    return generate_latest(reg)
+    return [t.to_dict() for t in TaskStore(db).list(status=status, run_id=run, limit=limit)]
 
 
 def run_extras(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 import tornado
@@ -25,6 +26,8 @@ from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, me
 from agentstack_lab.events import ACTION_OF, STATUS_OF
 from agentstack_lab.server.base import PREFIX, BaseHandler, ServerState, loads_json, person_name
 from agentstack_lab.server.hub import Message, dumps
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     pass
@@ -213,9 +216,24 @@ class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
             if isinstance(start, str):
                 self._send_error(start)
             else:
-                await self._catch_up(start)
+                # a task, not awaited here: tornado reads the client's frames (its close among them) only
+                # once open() returns, so a catch-up awaited here ran to the end for a client long gone
+                self._catching_up = asyncio.get_running_loop().create_task(self._catch_up_then_follow(start))
+                return
+        self._follow_live()
+
+    def _follow_live(self) -> None:
         buffered, self._buffer = self._buffer or [], None
         self._deliver(buffered)
+
+    async def _catch_up_then_follow(self, after: int) -> None:
+        try:
+            await self._catch_up(after)
+        except Exception:  # a failed catch-up must not leave the client without live events
+            log.exception("agentstack-lab: catching a WebSocket client up failed")
+            self._send_error("catching up on the event log failed; the server log says why")
+        if not self._closed:
+            self._follow_live()
 
     async def _catch_up(self, after: int) -> None:
         """Send the log from ``after`` up to the hub's position, at the client's pace; stop when it leaves."""
