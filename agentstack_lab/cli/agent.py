@@ -26,6 +26,7 @@ from agentstack_lab.cli.common import (
     short,
     table,
 )
+from agentstack_lab.decisions.announce import PendingAnnouncer, how_to_answer
 from agentstack_lab.errors import UsageError
 from agentstack_lab.events import AGENT_STATUSES, QUESTION_KINDS, UNFINISHED
 from agentstack_lab.validation import check_float, check_int
@@ -62,8 +63,9 @@ def _own_tokens(row: dict[str, Any]) -> str:
 class _Printer:
     """Streams a run's events: text deltas inline under an agent header, tool calls and states as lines."""
 
-    def __init__(self, out: Any):
+    def __init__(self, out: Any, announced: set[str] | None = None):
         self.console = out
+        self.announced = set() if announced is None else announced   # decision ids shown (shared with the announcer)
         self.names: dict[str, str] = {}
         self.shown_status: dict[str, str] = {}
         self.current: str | None = None
@@ -106,6 +108,7 @@ class _Printer:
             shown = ev.input.get("code") if isinstance(ev.input, dict) and "code" in ev.input else ev.input
             self.console.print(f"[yellow]⚙ {escape(ev.tool)}[/yellow] [dim]{escape(short(shown, 200))}[/dim]")
         elif kind == "user-query":
+            self.announced.add(ev.query_id)
             self._newline()
             label = f"{ev.kind} {'question' if ev.kind in QUERY_KINDS else 'decision'}"
             self.console.print(f"[yellow]? {escape(label)} {escape(ev.query_id)} from "
@@ -116,16 +119,6 @@ class _Printer:
             self._newline()
             style, text = ("red", ev.error) if ev.error else ("dim", ev.output)
             self.console.print(f"[{style}]↳ {escape(ev.tool)}: {escape(short(text, 200))}[/{style}]")
-
-
-def how_to_answer(kind: str, decision_id: str, agent_id: str) -> str:
-    """The command lines that answer a ``kind`` decision from another terminal."""
-    if kind in ("approval", "consensus"):
-        return f"agentstack-lab decisions approve {decision_id}   (or: decisions reject {decision_id})"
-    if kind == "intervention":
-        return (f"agentstack-lab decisions answer {decision_id} resume   (or: ... stop; or: agent resume "
-                f"{agent_id[:8]} / agent stop {agent_id[:8]})")
-    return f"agentstack-lab decisions answer {decision_id} TEXT"
 
 
 def _failure_line(run: Any, auto_approve: bool) -> str:
@@ -163,10 +156,14 @@ async def _run(prompt: str, *, ws: Workspace, agent_type: str | None, provider: 
 
     run = AgentRun(prompt, workspace=ws, provider=provider, agent_type=agent_type, options=options, model=model,
                    session_id=session, origin="terminal")
+    # every decision the run waits on gets its line, even with --json (on stderr) and even when a
+    # subagent in another process (a coordinated worker) opened it; the printer's own lines count
+    announcer = PendingAnnouncer(ws.db, lambda line: typer.echo(line, err=True), runs={run.id})
     if not as_json:
         console(stderr=True).print(f"[dim]run {run.id} · provider {getattr(run.provider, 'name', '?')} · "
                                    f"executor {run.executor.name}[/dim]")
-        run.subscribe(_Printer(console(stream=True)))
+        run.subscribe(_Printer(console(stream=True), announced=announcer.announced))
+    watching = asyncio.get_running_loop().create_task(announcer.run())
     try:
         await run.wait(raise_on_error=False)
     except asyncio.CancelledError:  # Ctrl-C: stop the tree, keep the log consistent
@@ -174,6 +171,8 @@ async def _run(prompt: str, *, ws: Workspace, agent_type: str | None, provider: 
         with contextlib.suppress(BaseException):
             await run.wait(raise_on_error=False)
         raise
+    finally:
+        watching.cancel()
     if options.cluster is not None and run.status == "failed":
         from agentstack_lab.coordination.dask import ClusterError
 

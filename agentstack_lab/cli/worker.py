@@ -85,11 +85,21 @@ def worker(ctx: typer.Context,
             registry.get(kind)  # an unknown agent type is a clear error before anything starts
     if provider is not None:
         ws.get_provider(provider)  # a missing key or unknown name: one line now, not one failure per task
+    from agentstack_lab.decisions.announce import PendingAnnouncer
     from agentstack_lab.engine import AgentRun
     from agentstack_lab.engine.coordinate import Worker
 
-    w = Worker(ws, run_factory=AgentRun, types=kinds, concurrency=concurrency, lease_s=lease, provider=provider,
+    runs: set[str] = set()
+
+    def make_run(*args: Any, **kwargs: Any) -> Any:
+        run = AgentRun(*args, **kwargs)
+        runs.add(run.id)
+        return run
+
+    w = Worker(ws, run_factory=make_run, types=kinds, concurrency=concurrency, lease_s=lease, provider=provider,
                options=run_flags)
+    # a task that waits on a person (--on-query wait) says so here, once per decision, with how to answer
+    announcer = PendingAnnouncer(ws.db, lambda line: typer.echo(f"worker {w.id}: {line}", err=True), runs=runs)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -98,7 +108,11 @@ def worker(ctx: typer.Context,
                 loop.add_signal_handler(sig, w.stop, grace)
         typer.echo(f"worker {w.id}: taking {', '.join(kinds) if kinds else 'all types'} "
                    f"(concurrency {concurrency}, lease {lease:g}s)", err=True)
-        await w.run(until_empty=until_empty)
+        watching = loop.create_task(announcer.run())
+        try:
+            await w.run(until_empty=until_empty)
+        finally:
+            watching.cancel()
 
     asyncio.run(main())
     summary = {"worker": w.id, "completed": w.completed, "failed": w.failed, "released": w.released}

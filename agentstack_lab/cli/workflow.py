@@ -206,16 +206,40 @@ def _run_notebooks(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ..
         if not several:
             specs[0].output, specs[0].report = Path(output) if output else specs[0].output, \
                 Path(report) if report else None
-        return _on_cluster(specs, cluster, report if several else None, kernel_name, cwd, cell_timeout, timeout,
-                           fork)
+        with _announcing_decisions(cwd):
+            return _on_cluster(specs, cluster, report if several else None, kernel_name, cwd, cell_timeout, timeout,
+                               fork)
     if several:
         out_dir = Path(output or "workflow-runs")
         if out_dir.suffix == ".ipynb":
             raise CommandError(f"with several runs -o must be a folder, got {out_dir}")
         require_writable(out_dir / "x.ipynb", "-o")
-        return asyncio.run(_many(paths, values, grid, out_dir, report, kernel_name, cwd, cell_timeout, timeout,
-                                 parallel, fork))
-    return asyncio.run(_single(paths[0], values, output, report, kernel_name, cwd, cell_timeout, timeout))
+        with _announcing_decisions(cwd):
+            return asyncio.run(_many(paths, values, grid, out_dir, report, kernel_name, cwd, cell_timeout, timeout,
+                                     parallel, fork))
+    with _announcing_decisions(cwd):
+        return asyncio.run(_single(paths[0], values, output, report, kernel_name, cwd, cell_timeout, timeout))
+
+
+def _announcing_decisions(cwd: str | None) -> Any:
+    """While notebooks run: one line on stderr per decision their agents wait on, with how to answer it.
+
+    The kernels run in ``cwd`` and find their workspace from there, as this does; its database is only
+    read once it exists (a workflow whose notebooks use no agent creates no workspace).
+    """
+    from agentstack_lab.decisions.announce import PendingAnnouncer
+    from agentstack_lab.workspace import Workspace
+
+    start = Path(cwd or ".").resolve()
+    from agentstack_lab.config import find_config_file
+
+    file = find_config_file(start)
+    ws = Workspace.open(file.parent if file is not None else start, announce=False)
+
+    def db() -> Any:
+        return ws.db if Path(ws.db_path).is_file() else None
+
+    return PendingAnnouncer(db, lambda line: _echo(line))
 
 
 def _on_cluster(specs: list[Any], cluster: str, report: str | None, kernel_name: str | None, cwd: str | None,

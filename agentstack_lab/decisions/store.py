@@ -311,6 +311,11 @@ class Decisions:
         sql = _SELECT + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY created_at DESC LIMIT ?"
         return [_row(r) for r in self.db.query(sql, (*params, int(limit)))]
 
+    def pending_since(self, since: float) -> list[Decision]:
+        """Decisions still pending that were opened at or after ``since`` (unix seconds), oldest first."""
+        return [_row(r) for r in self.db.query(
+            _SELECT + " WHERE state = 'pending' AND created_at >= ? ORDER BY created_at", (since,))]
+
     async def wait(self, id: str, timeout: float | None = None) -> Decision:  # noqa: A002
         """Wait until the decision leaves ``pending`` and return it.
 
