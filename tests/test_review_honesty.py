@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -151,3 +152,26 @@ async def test_a_failed_consensus_review_never_completes_with_every_subtask_sile
             assert "researcher" in kids and "reviewer" in kids  # the policy approved: the plan ran
             status, decision = ws.db.query("SELECT status, decision FROM consensus_checkpoints")[0]
             assert status == "approved" and "on_query=auto" in json.loads(decision)["feedback"]
+
+
+async def test_a_failed_review_under_on_query_wait_asks_a_person_like_every_decision(tmp_path):
+    """The review failed and ``on_query`` is ``wait``: the checkpoint is a question every surface shows (a
+    ``user-query`` event naming the error), and the run's ``decision_timeout`` applies to it."""
+    from agentstack_lab.config import Config
+    from agentstack_lab.engine import AgentRun
+    from agentstack_lab.engine.options import AgentRunError
+    from agentstack_lab.providers.scripted import ScriptedProvider
+    from agentstack_lab.workspace import Workspace
+
+    cfg = Config.from_dict(CONSENSUS)
+    with Workspace.open(tmp_path / "p", config=cfg, announce=False) as ws:
+        run = AgentRun("should we ship on fridays?", workspace=ws, provider=ScriptedProvider(_failing_review),
+                       options={"interactive": False, "final_question": False, "on_query": "wait",
+                                "decision_timeout": "1s"})
+        started = time.monotonic()
+        with pytest.raises(AgentRunError, match="expired"):
+            await run
+        assert time.monotonic() - started < 60   # the run's 1 s, not the checkpoint's own 300 s
+        asked = [e for e in run.events if e.type == "user-query" and e.kind == "consensus"]
+        assert len(asked) == 1 and "adversarial review failed: RuntimeError: reviewer model" in asked[0].prompt
+        assert [r[0] for r in ws.db.query("SELECT state FROM decisions WHERE kind = 'consensus'")] == ["expired"]

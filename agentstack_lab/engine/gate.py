@@ -138,25 +138,24 @@ class RunControl:
                                    surface="auto", reviewer_type="auto")
         elif strategy == "adversarial":
             cp = await self._adversarial(parent, cp)
-        else:  # a person decides: the run's on_query and decision_timeout apply, as to every decision
-            from agentstack_lab.engine.queries import ask
-
-            ask_text = (f"consensus checkpoint {cp.id[:8]}: approve the plan of {len(subs)} subtask(s) "
-                        f"({risk} risk) before any starts? " + "; ".join(q for q, _t in subs))
-            await ask(self.run, parent, "consensus", ask_text,
-                      {"checkpointId": cp.id, "riskLevel": risk, "subtasks": [s.to_dict() for s in proposed]},
-                      decision_id=cp.decision_id)
-            cp = consensus.get(cp.id)
+        else:  # a person decides
+            cp = await self._ask_person(parent, cp)
         return self._apply(parent, cp, plan)
 
-    async def _wait_for_person(self, parent: AgentNode, cp: Any) -> Any:
-        parent.set_status("waiting_user")
-        self.run.emit_state(parent)
-        try:
-            return await self._service().wait(cp.id)
-        finally:
-            if parent.status == "waiting_user":
-                parent.set_status("running")
+    async def _ask_person(self, parent: AgentNode, cp: Any, why: str = "") -> Any:
+        """The checkpoint's decision as a question to a person, as for every decision.
+
+        The run's ``on_query`` and ``decision_timeout`` apply, and every surface shows it.
+        """
+        from agentstack_lab.engine.queries import ask
+
+        subs = cp.proposed_subtasks
+        ask_text = (f"consensus checkpoint {cp.id[:8]}: {why}approve the plan of {len(subs)} subtask(s) "
+                    f"({cp.risk_level} risk) before any starts? " + "; ".join(s.input for s in subs))
+        await ask(self.run, parent, "consensus", ask_text,
+                  {"checkpointId": cp.id, "riskLevel": cp.risk_level, "subtasks": [s.to_dict() for s in subs]},
+                  decision_id=cp.decision_id)
+        return self._service().get(cp.id)
 
     async def _unreviewed(self, parent: AgentNode, cp: Any, error: str) -> Any:
         """The adversarial review could not decide: the run's ``on_query`` policy does.
@@ -173,7 +172,7 @@ class RunControl:
             return consensus.approve(cp.id, feedback=f"{error}; approved by on_query=auto", by="on_query=auto",
                                      surface="policy", reviewer_type="policy")
         if policy == "wait":
-            return await self._wait_for_person(parent, cp)
+            return await self._ask_person(parent, cp, why=f"{error}; ")
         consensus.reject(cp.id, feedback=f"{error}; the run failed (on_query=fail)", by="on_query=fail",
                          surface="policy", reviewer_type="policy")
         raise HeadlessQueryError(
