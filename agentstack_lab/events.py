@@ -85,6 +85,9 @@ ACTION_OF: Mapping[str, str] = {"stopped": "stop", "paused": "pause", "running":
 """The one table between an intervention's status and its action (both ways, see :data:`STATUS_OF`)."""
 STATUS_OF: Mapping[str, str] = {action: status for status, action in ACTION_OF.items()}
 
+STATUS_LABELS: Mapping[str, str] = {"waiting_user": "waiting for you"}
+"""How a status reads where people see it (the cell, the panel, saved trees); others read as named."""
+
 SURFACE_LABELS: Mapping[str, str] = {
     "widget": "the notebook",
     "notebook": "the notebook",
@@ -119,6 +122,7 @@ __all__ = [
     "RELATIONSHIP_TYPES",
     "TRANSITIONS",
     "TERMINAL",
+    "STATUS_LABELS",
     "UNFINISHED",
     "DecisionKind",
     "DecisionState",

@@ -178,3 +178,38 @@ def test_the_vocabulary_check_finds_a_stray_copy():
     stray = 'DONE = ("completed", "failed", "stopped")\nif s in {"running", "paused", "waiting_user"}: pass\n'
     assert len(_status_copies(stray, "x.py")) == 2
     assert _status_copies("OK = ('completed', 'pending')\n", "x.py") == []
+
+
+# --- the lab extension's copy is generated from events.py ----------------------------------------------
+_LABEXT = __import__("pathlib").Path(__file__).parent.parent / "labextension"
+
+
+def _ts_status_copies(source: str, name: str) -> list[str]:
+    """Array literals in TypeScript ``source`` holding three or more agent statuses."""
+    import re
+
+    statuses = set(ev.AGENT_STATUSES) - {"pending"}
+    found = []
+    for m in re.finditer(r"\[([^\[\]]*)\]", source):
+        words = set(re.findall(r"""['"]([a-z_]+)['"]""", m.group(1)))
+        if len(words & statuses) >= 3:
+            found.append(f"{name}:{source[:m.start()].count(chr(10)) + 1} {sorted(words & statuses)}")
+    return found
+
+
+def test_the_lab_extension_vocabulary_is_generated_from_events():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("labext_vocabulary", _LABEXT / "vocabulary.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.TARGET.read_text("utf-8") == module.render(), "run python labextension/vocabulary.py"
+    assert '"paused"' in module.render() and "waiting for you" in module.render()
+
+
+def test_no_lab_extension_source_copies_the_status_vocabulary():
+    sources = sorted((_LABEXT / "src").glob("*.ts"))
+    assert len(sources) >= 4
+    copies = [c for p in sources if p.name != "vocabulary.ts" for c in _ts_status_copies(p.read_text(), p.name)]
+    assert not copies, copies
+    assert _ts_status_copies("const T = ['completed', 'failed', 'stopped'];", "x.ts")   # the check can fail

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentstack_lab.events import STATUS_LABELS
 from agentstack_lab.notebook.sanitize import escape, markdown_to_html
 from agentstack_lab.notebook.tree import NodeState, ToolCallState, excerpt
 
@@ -26,7 +27,6 @@ STATUS_VARS = {
     "pending": "--jp-border-color1", "running": "--jp-brand-color1", "waiting_user": "--jp-warn-color0",
     "paused": "--jp-warn-color0", "completed": "--jp-success-color1", "failed": "--jp-error-color1", "stopped": "--jp-border-color1",
 }
-STATUS_LABELS = {"waiting_user": "waiting for you"}
 SOURCE_LABELS = {"user": "by you", "answers": "from the answers given up front", "cli": "from the terminal",
                  "mcp": "from an MCP client", "lab": "from the Agents panel",
                  # the decision surfaces the engine records (agentstack_lab.decisions.SURFACES)

@@ -7,6 +7,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 
 import { AgentsPanel } from './panel';
 import { SNAPSHOT_MIME, SnapshotRenderer } from './snapshot';
+import { TERMINAL } from './vocabulary';
 
 const agentsIcon = new LabIcon({
   name: 'agentstack-lab:agents',
@@ -40,7 +41,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         waiting.delete(runId);
       });
       const onRunEnd = (runId: string, cb: () => void) => {
-        if (['completed', 'failed', 'stopped'].includes(panel.statusOf(runId) || '')) {
+        if (TERMINAL.includes(panel.statusOf(runId) || '')) {
           cb(); // it ended before this output was drawn
           return;
         }

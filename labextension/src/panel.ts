@@ -7,9 +7,8 @@ import { Notification } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { EventStream, IDecision, IRun, ITreeNode, post, request } from './api';
+import { STATUS_LABELS, TERMINAL } from './vocabulary';
 
-const TERMINAL = ['completed', 'failed', 'stopped'];
-const LABELS: Record<string, string> = { waiting_user: 'waiting for you' };
 
 type Child = Node | string | null | undefined | false;
 
@@ -33,7 +32,7 @@ export function h(tag: string, attrs: Record<string, any> = {}, ...children: Chi
 }
 
 export function badge(status: string): HTMLElement {
-  return h('span', { class: `agentstack-badge s-${status}` }, LABELS[status] || status);
+  return h('span', { class: `agentstack-badge s-${status}` }, STATUS_LABELS[status] || status);
 }
 
 function elapsed(run: IRun): string {

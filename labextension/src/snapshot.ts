@@ -12,10 +12,10 @@ import { PanelLayout, Widget } from '@lumino/widgets';
 
 import { ITreeNode, request } from './api';
 import { badge, h } from './panel';
+import { TERMINAL } from './vocabulary';
 
 export const SNAPSHOT_MIME = 'application/vnd.agentstack.tree+json';
 const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
-const TERMINAL = ['completed', 'failed', 'stopped'];
 
 interface ISnapNode {
   id: string;
