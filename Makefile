@@ -18,7 +18,7 @@ VENV_VERSION := $(if $(wildcard $(BIN)/python),$(call VERSION_OF,$(BIN)/python))
 OTHER_PYTHON := $(and $(VENV_VERSION),$(filter-out $(PY_VERSION),$(VENV_VERSION)))
 STAMP := $(INSTALLED)$(if $(OTHER_PYTHON),-made-by-python-$(OTHER_PYTHON))
 
-.PHONY: demo test lint bench clean browser labext lab
+.PHONY: demo test test-fast lint bench clean browser labext lab
 
 $(STAMP): pyproject.toml
 	$(if $(OTHER_PYTHON),rm -rf $(VENV)  # made by Python $(OTHER_PYTHON); $(PY) is $(PY_VERSION))
@@ -39,6 +39,10 @@ demo: $(STAMP)
 
 test: $(STAMP) browser labext
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# The quick lane: everything not marked slow (no kernels, subprocesses, browser or clusters).
+test-fast: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
 
 # Debian's chromium for the JupyterLab browser test (Playwright drives it; no browser is downloaded).
 # Installed as root where apt-get exists; elsewhere that one test skips, saying why.

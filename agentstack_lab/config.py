@@ -126,6 +126,8 @@ class AgentsConfig(_Section):
     auto_approve: bool = False
     executor: Literal["live", "subprocess"] = "live"
     max_turns: int = Field(8, ge=1)
+    # the longest prompt a run takes (any surface); a longer one is refused in one line before anything starts
+    max_prompt_chars: int = Field(1_000_000, ge=1)
     # a question nobody answered up front: fail closed, wait for any surface, auto-approve (unset: each
     # surface's own choice, wait where a person is at a widget, fail on headless surfaces)
     on_query: Literal["fail", "wait", "auto"] | None = None
@@ -250,6 +252,9 @@ class EngineConfig(_Section):
     """The engine's own settings (limits of a run are under ``agents``)."""
 
     undo: UndoConfig = Field(default_factory=UndoConfig)
+    # how long a run keeps retrying an event-log write that fails (disk full, a locked or read-only
+    # database) before it stops, failed, saying which events are not stored
+    event_log_retry_s: float = Field(30.0, gt=0)
 
 
 class NotebookConfig(_Section):

@@ -71,6 +71,33 @@ def decode_utf8(data: bytes, source: str = "standard input") -> str:
                          "convert it first, e.g. with iconv") from None
 
 
+def check_text(name: str, text: str) -> str:
+    r"""``text`` if it can be stored as UTF-8, else a UsageError naming the first character that cannot.
+
+    Bytes that were not UTF-8 arrive from the command line as ``\udc80``..``\udcff`` (Python's
+    surrogateescape); other lone surrogates come from JSON such as ``"\ud800"``.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = ord(text[exc.start])
+        if 0xDC80 <= char <= 0xDCFF:
+            raise UsageError(f"{name} is not UTF-8 text (byte 0x{char - 0xDC00:02x} at character {exc.start}); "
+                             "convert it first, e.g. with iconv") from None
+        raise UsageError(f"{name} contains a lone surrogate (U+{char:04X} at character {exc.start}), "
+                         "which is not text that can be stored") from None
+    return text
+
+
+def storable(text: str) -> str:
+    r"""``text`` unchanged when it is valid UTF-8, else with each unstorable character escaped as ``\udXXX``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def seconds_text(seconds: float) -> str:
     """A duration for people: ``"40 ms"``, ``"1.0 s"``, ``"2 min 05 s"``, ``"1 h 02 min"`` (messages and events)."""
     seconds = float(seconds)

@@ -112,6 +112,7 @@ class RunCore:
         self.monitor: Any = None  # the resource-exhaustion monitor (monitoring/resources.py), set at begin
         self.hooks: Any = None  # lifecycle hooks (hooks.py), set at begin
         self._log: EventLog | None = None
+        self._prompted: set[str] = set()   # agents whose prompt an agent-state event carried already
         self._tokens = 0
         self._tokens_unenforceable = False
         self.control = RunControl(self)  # drift checks and consensus checkpoints (engine/gate.py)
@@ -162,7 +163,10 @@ class RunCore:
 
     def emit_state(self, node: AgentNode, *, with_content: bool = False, log: bool = True) -> None:
         """Announce ``node``'s snapshot (and write its agents row); ``log=False``: another run logged it."""
-        self.emit(AgentState(agent_id=node.id, state=node.state(with_content=with_content)), log=log)
+        first = node.id not in self._prompted
+        self._prompted.add(node.id)
+        self.emit(AgentState(agent_id=node.id, state=node.state(with_content=with_content,
+                                                                with_prompt=first or with_content)), log=log)
         if self._log is not None:
             self._log.agent_row(node.row(self.run_id, self.session_id))
 
@@ -388,6 +392,14 @@ class RunCore:
         if root is not None:
             self.stop_subtree(root, reason, below=f"stopped: the run's {reason}")
 
+    def log_outage(self, exc: AgentstackError) -> None:
+        """The event log could not be written for ``engine.event_log_retry_s``: the run stops, failed, saying why."""
+        if self.failure is None:
+            self.failure, self.error = exc, str(exc)
+        root = self.root
+        if root is not None and not root.terminal:
+            self.stop_subtree(root, str(exc), below="stopped: the run's event log could not be written")
+
     def finish_agent(self, node: AgentNode, status: str, *, result: str | None = None, error: str | None = None,
                      logged: bool = False) -> None:
         """End one agent with ``status`` (and its result or error), announcing the change.
@@ -496,7 +508,9 @@ class RunCore:
 
         reap_orphans(db)  # agents of runs whose process died are failed, not left "running"
         self._log = EventLog(db, self.run_id, owner=self.attach is None,
-                             session_exists=self.workspace.session_lookup)
+                             session_exists=self.workspace.session_lookup,
+                             retry_s=self.workspace.config.engine.event_log_retry_s,
+                             on_outage=lambda exc: self.on_loop(lambda: self.log_outage(exc)))
         self._log.start()
         from agentstack_lab.decisions import decisions_for
 
@@ -600,7 +614,12 @@ class RunCore:
         if self.coordination is not None:
             await self.coordination.shutdown()
         if self._log is not None:
-            await self._log.close()
+            try:
+                await self._log.close()
+            except AgentstackError as exc:  # events not stored: the run did not complete, whatever it did
+                self.log_outage(exc)
+                self.failure, self.error = exc, str(exc)
+                root.status, root.error = "failed", str(exc)   # in memory: the log cannot say it any more
         if self.owns_session:
             try:
                 self.workspace.sessions.end(self.session_id)

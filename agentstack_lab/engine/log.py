@@ -14,22 +14,43 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agentstack_lab.engine.liveness import Heartbeat, register_owner
 from agentstack_lab.engine.threads import thread_call
+from agentstack_lab.errors import AgentstackError
 from agentstack_lab.events import OutboundEvent, from_wire, to_wire
+from agentstack_lab.validation import seconds_text, storable
 
-__all__ = ["EventLog", "read_events", "rebuild_tree", "list_runs"]
+__all__ = ["EventLog", "EventLogError", "read_events", "rebuild_tree", "list_runs"]
 
 log = logging.getLogger(__name__)
+
+
+class EventLogError(AgentstackError):
+    """The run's events could not be stored (disk full, a read-only or damaged database), even after retrying."""
+
+
+def _reason(exc: BaseException | None) -> str:
+    """A storage failure as people read it: ``the disk is full``, ``the database file is read-only``, ..."""
+    text = str(exc or "unknown error")
+    low = text.lower()
+    if "disk is full" in low or "no space" in low:
+        return "the disk is full"
+    if "readonly" in low or "read-only" in low:
+        return "the database file is read-only"
+    if "locked" in low or "busy" in low:
+        return "the database is locked by another process"
+    return f"{type(exc).__name__}: {text}" if exc is not None else text
 
 
 class EventLog:
     """Batches a run's events and agent rows into the workspace database."""
 
     def __init__(self, db: Any, run_id: str, *, interval: float = 0.05, batch: int = 512, owner: bool = True,
-                 session_exists: Any = None):
+                 session_exists: Any = None, retry_s: float = 30.0,
+                 on_outage: Callable[[EventLogError], None] | None = None):
         from agentstack_lab.agents.spawner import Spawner
         from agentstack_lab.tasks.store import TaskStore
 
@@ -48,6 +69,16 @@ class EventLog:
         self._owned = not owner  # a worker writing into its coordinator's run does not own that run
         self._heartbeat: Heartbeat | None = None
         self.written = 0
+        # a write that fails (disk full, a locked or read-only file) keeps its batch and is retried with
+        # backoff for up to ``retry_s``; then ``on_outage`` is told (the run fails, saying why) and
+        # close() raises EventLogError: events are never dropped while the run says "completed"
+        self.retry_s = retry_s
+        self.on_outage = on_outage
+        self.failing_since: float | None = None
+        self.last_error: BaseException | None = None
+        self.failed_writes = 0
+        self._next_try = 0.0
+        self._told = False
 
     def start(self) -> None:
         self._wake = asyncio.Event()
@@ -65,6 +96,11 @@ class EventLog:
     def agent_row(self, row: dict[str, Any]) -> None:
         self._rows[row["id"]] = row
 
+    @property
+    def pending(self) -> int:
+        """Events buffered, not yet written."""
+        return len(self._events)
+
     async def _flusher(self) -> None:
         assert self._wake is not None
         while not self._closed:
@@ -76,28 +112,65 @@ class EventLog:
             await self.flush()
 
     async def flush(self) -> None:
-        """Write what is buffered (in a worker thread, one batch at a time)."""
+        """Write what is buffered (in a worker thread, one batch at a time); a failed write is kept."""
         if self._lock is None:
-            self._write(*self._take())
+            self._attempt(*self._take())
             return
         async with self._lock:
+            if time.monotonic() < self._next_try:
+                return
             events, rows = self._take()
             if events or rows:
                 try:
                     await thread_call(self._write, events, rows)   # a cancelled flush still ends its write
-                except Exception as exc:  # the run goes on; the log says what was lost
-                    log.error("agentstack-lab: could not write %d events of run %s: %s", len(events), self.run_id, exc)
+                except Exception as exc:  # noqa: BLE001 - kept and retried; the run is told if it lasts
+                    self._failed(events, rows, exc)
+                else:
+                    self._recovered()
 
     def write_now(self) -> None:
         """Write what is buffered synchronously (the run's first row); on failure it stays buffered."""
-        events, rows = self._take()
+        self._attempt(*self._take())
+
+    def _attempt(self, events: list[tuple[OutboundEvent, float]], rows: list[dict[str, Any]]) -> None:
+        if not events and not rows:
+            return
         try:
             self._write(events, rows)
-        except Exception as exc:  # the flusher retries with the next batch
-            log.warning("agentstack-lab: could not write the start of run %s yet: %s", self.run_id, exc)
-            self._events[:0] = events
-            for row in rows:
-                self._rows.setdefault(row["id"], row)
+        except Exception as exc:  # noqa: BLE001 - kept and retried
+            self._failed(events, rows, exc)
+        else:
+            self._recovered()
+
+    def _failed(self, events: list[tuple[OutboundEvent, float]], rows: list[dict[str, Any]],
+                exc: BaseException) -> None:
+        self._events[:0] = events            # back in front: order is kept
+        for row in rows:                     # a newer row of the same agent, buffered since, wins
+            self._rows.setdefault(row["id"], row)
+        now = time.monotonic()
+        self.failed_writes += 1
+        self.last_error = exc
+        if self.failing_since is None:
+            self.failing_since = now
+            log.warning("agentstack-lab: could not write %d events of run %s (%s); retrying for up to %s",
+                        len(self._events), self.run_id, _reason(exc), seconds_text(self.retry_s))
+        self._next_try = now + min(1.0, self.interval * 2 ** min(self.failed_writes, 10))
+        if now - self.failing_since >= self.retry_s and not self._told:
+            self._told = True
+            if self.on_outage is not None:
+                self.on_outage(self.outage())
+
+    def _recovered(self) -> None:
+        if self.failing_since is not None:
+            log.warning("agentstack-lab: the event log of run %s is written again (after %s)", self.run_id,
+                        seconds_text(time.monotonic() - self.failing_since))
+        self.failing_since, self.failed_writes, self._next_try = None, 0, 0.0
+
+    def outage(self) -> EventLogError:
+        """The error that says which events could not be stored, and why."""
+        since = seconds_text(time.monotonic() - self.failing_since) if self.failing_since is not None else "0 s"
+        return EventLogError(f"the event log of run {self.run_id} could not be written for {since} "
+                             f"({_reason(self.last_error)}): {len(self._events)} events are not stored")
 
     def _take(self) -> tuple[list[tuple[OutboundEvent, float]], list[dict[str, Any]]]:
         events, self._events = self._events, []
@@ -105,6 +178,8 @@ class EventLog:
         return events, rows
 
     def _write(self, events: list[tuple[OutboundEvent, float]], rows: list[dict[str, Any]]) -> None:
+        # model text may hold what UTF-8 cannot (a lone surrogate from JSON): stored escaped, not refused
+        rows = [{k: storable(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows]
         with self.db.transaction() as conn:
             if not self._owned:  # the owner is on record before (or with) the run's first agent row
                 register_owner(conn, self.run_id)
@@ -118,7 +193,11 @@ class EventLog:
         self.written += len(events)
 
     async def close(self) -> None:
-        """Flush everything and stop the flusher."""
+        """Flush everything and stop the flusher.
+
+        Raises:
+            EventLogError: what is buffered could not be written within ``retry_s`` (it is retried until then).
+        """
         self._closed = True
         try:
             if self._wake is not None:
@@ -126,6 +205,11 @@ class EventLog:
             if self._task is not None:
                 await self._task
             await self.flush()
+            while self._events or self._rows:
+                if self.failing_since is not None and time.monotonic() - self.failing_since >= self.retry_s:
+                    raise self.outage()
+                await asyncio.sleep(max(0.0, self._next_try - time.monotonic()) or self.interval)
+                await self.flush()
         finally:
             if self._heartbeat is not None:
                 self._heartbeat.stop()

@@ -32,6 +32,7 @@ from agentstack_lab.engine.options import (
 from agentstack_lab.engine.state import AgentNode, snapshot_tree
 from agentstack_lab.errors import UsageError
 from agentstack_lab.events import OutboundEvent, UserQuery
+from agentstack_lab.validation import check_text
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.executors import Executor
@@ -65,9 +66,14 @@ class AgentRun:
                  origin: str | None = None, attach: Attachment | None = None, follows: AgentRun | None = None):
         if not isinstance(prompt, str) or not prompt.strip():
             raise UsageError("prompt must be a non-empty string")
+        check_text("the prompt", prompt)
         # a follow-up (engine/followup.py): the thread so far, checked before anything starts
         thread = thread_of(follows._core) if follows is not None else ()
         config = workspace.config
+        limit = config.agents.max_prompt_chars
+        if len(prompt) > limit:
+            raise UsageError(f"the prompt is {len(prompt):,} characters, over the limit of {limit:,} "
+                             "(config agents.max_prompt_chars)")
         agent_type = agent_type or config.agents.default_type or "researcher"
         workspace.agent_types.get(agent_type)  # unknown type: clear error before anything starts
         if follows is not None:

@@ -75,8 +75,12 @@ class AgentNode:
         if new in TERMINAL:
             self.ended_at = now
 
-    def state(self, *, with_content: bool = False) -> dict[str, Any]:
-        """The JSON-able state carried by ``agent-state`` events."""
+    def state(self, *, with_content: bool = False, with_prompt: bool = True) -> dict[str, Any]:
+        """The JSON-able state carried by ``agent-state`` events.
+
+        ``with_prompt=False`` leaves the prompt out (it never changes: an agent's first state carries it,
+        and every reader merges states), so a long prompt is not logged again with each status change.
+        """
         out = {
             "id": self.id, "parentId": self.parent_id, "name": self.name, "type": self.type,
             "status": self.status, "prompt": self.prompt, "result": self.result, "error": self.error,
@@ -88,6 +92,8 @@ class AgentNode:
         }
         if with_content:
             out["content"] = self.content
+        if not with_prompt:
+            del out["prompt"]
         return out
 
     def row(self, run_id: str, session_id: str | None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import time
 from collections.abc import Iterator
@@ -60,7 +61,18 @@ def connect(path: str | Path, *, readonly: bool = False) -> Any:
         if isinstance(exc, sqlite.DatabaseError) and is_busy(exc):
             raise  # busy past the retries is not a broken file: callers retry or report it
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        if _disk_full(Path(path).parent):   # SQLite says "disk I/O error" when it cannot grow its -shm file
+            reason = "the disk is full"
         raise DatabaseOpenError(f"cannot open the database {path}: {reason}") from exc
+
+
+def _disk_full(folder: Path) -> bool:
+    """No block left for an ordinary user on ``folder``'s file system (False when that cannot be told)."""
+    try:
+        st = os.statvfs(folder if folder.exists() else folder.parent)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < PAGE_SIZE
 
 
 def _connect(path: str | Path, *, readonly: bool = False) -> Any:
