@@ -9,7 +9,7 @@ One uvicorn/Starlette server in a background thread answers:
 * ``POST /api/embed``            Ollama embeddings
 
 Tests queue behaviours (``Reply``, ``Status``, ``StreamError``, ``Stall``, ``Malformed``,
-``Truncated``) that the next requests consume in order; every request is recorded.
+``Truncated``, ``Drop``) that the next requests consume in order; every request is recorded.
 """
 
 from __future__ import annotations
@@ -87,6 +87,18 @@ class Truncated:
 
     reply: Reply = field(default_factory=lambda: Reply(text="hello there"))
     after: int = 2
+
+
+@dataclass
+class Drop:
+    """Send the 200 headers and the first ``after`` frames of ``reply``, then cut the connection."""
+
+    reply: Reply = field(default_factory=lambda: Reply(text="hello there"))
+    after: int = 0
+
+
+class _DropConnection(Exception):
+    """Raised inside a streaming body: uvicorn then closes the socket without ending the response."""
 
 
 @dataclass
@@ -280,7 +292,7 @@ class FakeLLMServer:
         return body
 
     @staticmethod
-    async def _frames(frames: list[bytes], stall: float = 0.0, tail: bytes = b""):
+    async def _frames(frames: list[bytes], stall: float = 0.0, tail: bytes = b"", drop: bool = False):
         for f in frames:
             yield f
             await asyncio.sleep(0)
@@ -288,6 +300,9 @@ class FakeLLMServer:
             yield tail
         if stall:
             await asyncio.sleep(stall)
+        if drop:
+            await asyncio.sleep(0.05)  # let the headers and frames reach the client first
+            raise _DropConnection("fake server drops the connection")
 
     def _stream(self, behaviour: Any, render: Callable[[Reply], list[bytes]], media: str,
                 error_frame: Callable[[StreamError], bytes], bad_frame: bytes) -> Response:
@@ -303,6 +318,9 @@ class FakeLLMServer:
                                      media_type=media)
         if isinstance(behaviour, Truncated):
             return StreamingResponse(self._frames(render(behaviour.reply)[:behaviour.after]), media_type=media)
+        if isinstance(behaviour, Drop):
+            return StreamingResponse(self._frames(render(behaviour.reply)[:behaviour.after], drop=True),
+                                     media_type=media)
         raise TypeError(f"unknown behaviour {behaviour!r}")
 
     # Anthropic

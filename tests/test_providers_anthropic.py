@@ -144,8 +144,9 @@ async def test_stalled_stream_times_out(fake_llm):
     assert [e.text for e in got] == ["partial "]  # what arrived before the stall was streamed
 
 
-@pytest.mark.parametrize("behaviour", [Malformed(after=3), Truncated(after=3)], ids=["bad-json", "truncated"])
+@pytest.mark.parametrize("behaviour", [Malformed(after=4), Truncated(after=4)], ids=["bad-json", "truncated"])
 async def test_malformed_or_truncated_stream_is_a_clear_error(fake_llm, behaviour):
+    # after the first text delta (frame 4): a retry would repeat it, so the break is the answer
     fake_llm.queue(behaviour)
     with pytest.raises(MalformedStreamError, match="anthropic"):
         await complete(make(fake_llm), ProviderRequest(messages=[Message(role="user", content="hi")]))

@@ -12,6 +12,7 @@ from fakes_llm import API_KEY, Status, fake_vector
 
 from agentstack_lab.config import Config
 from agentstack_lab.embeddings import get_embedder, list_embedders
+from agentstack_lab.embeddings.remote import EmbedderDimensionError
 from agentstack_lab.providers.base import AuthenticationError, MissingKeyError
 
 fake_llm_server = fakes_llm.fake_llm_server
@@ -61,8 +62,10 @@ def test_ollama_embedder_and_dimension_mismatch(fake_llm):
     emb = get_embedder("ollama", dimensions=24, config=config_for(fake_llm, "ollama", 24))
     assert emb.embed(["a", "b"]).shape == (2, 24)
     wrong = get_embedder("ollama", dimensions=384, config=config_for(fake_llm, "ollama", 384))
-    with pytest.raises(ValueError, match=r"returns 24-dimensional vectors but 384 are configured.*dimensions = 24"):
+    with pytest.raises(EmbedderDimensionError) as info:   # one line naming the embedder and the fix
         wrong.embed(["a"])
+    assert str(info.value) == ("embedder ollama (model 'all-minilm') returned vectors of dimension 24, config says "
+                               "384; set memory.vector.dimensions = 24 (on a fresh database) or pick another model")
 
 
 def test_ollama_embedder_retries_then_succeeds(fake_llm):

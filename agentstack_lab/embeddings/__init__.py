@@ -7,5 +7,6 @@ from agentstack_lab.embeddings.registry import (
     get_embedder,
     list_embedders,
 )
+from agentstack_lab.embeddings.remote import EmbedderDimensionError
 
-__all__ = ["Embedder", "EmbedderRegistry", "UnknownEmbedderError", "get_embedder", "list_embedders"]
+__all__ = ["Embedder", "EmbedderDimensionError", "EmbedderRegistry", "UnknownEmbedderError", "get_embedder", "list_embedders"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agentstack_lab.embeddings.remote import check_texts
+from agentstack_lab.embeddings.remote import check_texts, dimension_error
 
 __all__ = ["LocalEmbedder", "packaged_model_dir", "MODEL_NAME", "factory"]
 
@@ -53,8 +53,7 @@ class LocalEmbedder:
         dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         size = dimension()
         if size != dimensions:
-            raise ValueError(f"local embedder {self.model} returns {size}-dimensional vectors but {dimensions} are "
-                             f"configured; set memory.vector.dimensions = {size}")
+            raise dimension_error(f"local (model {self.model!r})", size, dimensions)
         self.dimensions = int(size)
 
     def __repr__(self) -> str:

@@ -37,7 +37,7 @@ class OllamaEmbedder:
         vectors: list[list[float]] = []
         for start in range(0, len(items), self.batch_size):
             vectors += run_sync(self._provider.embed(items[start:start + self.batch_size]))
-        return as_unit_rows(vectors, len(items), self.dimensions, f"ollama embedding model {self.model!r}")
+        return as_unit_rows(vectors, len(items), self.dimensions, f"ollama (model {self.model!r})")
 
 
 def factory(*, dimensions: int = 384, config: Any = None, **overrides: Any) -> OllamaEmbedder:

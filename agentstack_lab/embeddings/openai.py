@@ -44,7 +44,7 @@ class OpenAIEmbedder:
         for start in range(0, len(items), self.batch_size):
             batch = items[start:start + self.batch_size]
             vectors += run_sync(self._provider.embed(batch, dimensions=shorten))
-        return as_unit_rows(vectors, len(items), self.dimensions, f"openai embedding model {self.model!r}")
+        return as_unit_rows(vectors, len(items), self.dimensions, f"openai (model {self.model!r})")
 
 
 def factory(*, dimensions: int = 384, config: Any = None, **overrides: Any) -> OpenAIEmbedder:

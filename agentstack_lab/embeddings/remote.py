@@ -6,7 +6,21 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["as_unit_rows", "check_texts"]
+from agentstack_lab.errors import UsageError
+from agentstack_lab.providers.base import ProviderError
+
+__all__ = ["as_unit_rows", "check_texts", "EmbedderDimensionError", "dimension_error"]
+
+
+class EmbedderDimensionError(UsageError):
+    """The embedder's vectors have another dimension than ``memory.vector.dimensions``."""
+
+
+def dimension_error(embedder: str, got: int, configured: int) -> EmbedderDimensionError:
+    """One line naming the embedder, both dimensions and the fix."""
+    return EmbedderDimensionError(
+        f"embedder {embedder} returned vectors of dimension {got}, config says {configured}; "
+        f"set memory.vector.dimensions = {got} (on a fresh database) or pick another model")
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:
@@ -21,14 +35,19 @@ def check_texts(texts: Sequence[str]) -> list[str]:
 
 
 def as_unit_rows(vectors: list[list[float]], n: int, dimensions: int, where: str) -> np.ndarray:
-    """An ``(n, dimensions)`` float32 array with L2-normalised rows; a size mismatch is a clear error."""
-    arr = np.asarray(vectors, dtype=np.float32)
+    """An ``(n, dimensions)`` float32 array with L2-normalised rows; a size mismatch is a one-line error.
+
+    ``where`` names the embedder, e.g. ``"ollama (model 'all-minilm')"``.
+    """
     if n == 0:
         return np.empty((0, dimensions), dtype=np.float32)
+    try:
+        arr = np.asarray(vectors, dtype=np.float32)
+    except ValueError:  # ragged rows
+        arr = np.empty((0,), dtype=np.float32)
     if arr.ndim != 2 or arr.shape[0] != n:
-        raise ValueError(f"{where}: expected {n} vectors, got an array of shape {arr.shape}")
+        raise ProviderError(f"embedder {where}: expected {n} vectors, got an array of shape {arr.shape}")
     if arr.shape[1] != dimensions:
-        raise ValueError(f"{where} returns {arr.shape[1]}-dimensional vectors but {dimensions} are configured; "
-                         f"set memory.vector.dimensions = {arr.shape[1]} (on a fresh database) or pick another model")
+        raise dimension_error(where, arr.shape[1], dimensions)
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
     return arr / np.where(norms == 0, 1.0, norms)

@@ -1,8 +1,9 @@
 """Anthropic Messages API through the official SDK (``AsyncAnthropic``), streamed.
 
 Retries: the SDK retries 408/409/429/5xx/529 responses and connection errors with backoff
-(honouring ``retry-after``/``retry-after-ms``) up to ``max_retries``; an ``overloaded``/``api``/
-``rate_limit`` error *event* inside the stream, before anything was yielded, is retried here.
+(honouring ``retry-after``/``retry-after-ms``) up to ``max_retries``; a stream that drops, stalls
+or carries invalid JSON, or an ``overloaded``/``api``/``rate_limit`` error *event* inside it, is
+retried here when nothing had been yielded yet.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from agentstack_lab.providers.base import (
     ProviderTimeout,
     ProviderUnavailable,
     StopEvent,
+    StreamDropped,
     TextBlock,
     TextDeltaEvent,
     ToolResultBlock,
@@ -28,7 +30,13 @@ from agentstack_lab.providers.base import (
     ToolUseEvent,
     UsageEvent,
 )
-from agentstack_lab.providers.support import LoopClients, missing_extra, resolve_key, stream_with_retries
+from agentstack_lab.providers.support import (
+    LoopClients,
+    missing_extra,
+    resolve_key,
+    stream_broke,
+    stream_with_retries,
+)
 from agentstack_lab.validation import seconds_text
 
 try:
@@ -121,16 +129,33 @@ class AnthropicProvider:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Stream the reply as text deltas, tool uses (parsed input), usage, then stop."""
         params = self._params(request)
+
+        async def open_stream() -> Any:
+            return await self._client().messages.create(**params, stream=True)
+
         try:
-            async for ev in stream_with_retries(lambda: self._attempt(params), retryable=_retryable_event,
+            async for ev in stream_with_retries(open_stream, self._events, retryable=_retryable,
                                                 max_retries=self.max_retries, base_delay=self.retry_delay):
                 yield ev
         except (anthropic.APIError, httpx2.HTTPError, json.JSONDecodeError) as exc:
             raise self._map(exc) from exc
 
-    async def _attempt(self, params: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
-        client = self._client()
-        events = await client.messages.create(**params, stream=True)
+    async def _events(self, events: Any) -> AsyncIterator[ProviderEvent]:
+        try:
+            async for ev in self._parse(events):
+                yield ev
+        except (anthropic.APIConnectionError, httpx2.HTTPError, json.JSONDecodeError) as exc:
+            raise self._broken(exc) from exc
+
+    def _broken(self, exc: BaseException) -> ProviderError:
+        """What went wrong with a stream that had begun (its request was answered)."""
+        if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
+            return ProviderTimeout(f"anthropic: the stream stalled (nothing within {seconds_text(self.timeout)})")
+        if isinstance(exc, json.JSONDecodeError):
+            return MalformedStreamError(f"anthropic: the stream carried invalid JSON ({exc.msg})")
+        return StreamDropped(f"anthropic: the connection dropped mid-stream: {exc.__cause__ or exc}")
+
+    async def _parse(self, events: Any) -> AsyncIterator[ProviderEvent]:
         blocks: dict[int, dict[str, Any]] = {}
         input_tokens = output_tokens = 0
         stop_reason: str | None = None
@@ -217,10 +242,10 @@ def _tool_input(state: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-def _retryable_event(exc: BaseException) -> bool:
-    """HTTP errors were already retried by the SDK; an overloaded/API error *event* (status 200) is retried here."""
-    return (isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200
-            and _error_type(exc) in _RETRYABLE_EVENTS)
+def _retryable(exc: BaseException) -> bool:
+    """A broken stream, or an overloaded/API error *event* (status 200); HTTP errors were retried by the SDK."""
+    return stream_broke(exc) or (isinstance(exc, anthropic.APIStatusError) and exc.status_code == 200
+                                 and _error_type(exc) in _RETRYABLE_EVENTS)
 
 
 def _error_body(exc: anthropic.APIStatusError) -> dict[str, Any]:

@@ -36,6 +36,7 @@ __all__ = [
     "MissingKeyError",
     "ProviderTimeout",
     "MalformedStreamError",
+    "StreamDropped",
     "ProviderUnavailable",
 ]
 
@@ -217,6 +218,10 @@ class ProviderTimeout(ProviderError):
 
 class MalformedStreamError(ProviderError):
     """The provider's stream could not be parsed."""
+
+
+class StreamDropped(ProviderError):
+    """The connection broke off after the provider had started its streamed answer."""
 
 
 class ProviderUnavailable(ProviderError):

@@ -1,7 +1,8 @@
 """Ollama over plain HTTP (httpx): ``/api/chat`` streamed as NDJSON with tools, and ``/api/embed``.
 
 Default server ``http://localhost:11434`` (or ``OLLAMA_HOST``). Retries 429/5xx and dropped
-connections with backoff honouring ``retry-after``; a refused connection is reported at once as
+connections with backoff honouring ``retry-after``, and a stream that drops, stalls, carries invalid
+JSON or an ``error`` line before its first event; a refused connection is reported at once as
 "Ollama is not running at …".
 """
 
@@ -25,6 +26,7 @@ from agentstack_lab.providers.base import (
     ProviderTimeout,
     ProviderUnavailable,
     StopEvent,
+    StreamDropped,
     TextBlock,
     TextDeltaEvent,
     ToolResultBlock,
@@ -32,7 +34,14 @@ from agentstack_lab.providers.base import (
     ToolUseEvent,
     UsageEvent,
 )
-from agentstack_lab.providers.support import RETRY_STATUSES, resolve_key, retry_after_seconds, with_retries
+from agentstack_lab.providers.support import (
+    RETRY_STATUSES,
+    resolve_key,
+    retry_after_seconds,
+    stream_broke,
+    stream_with_retries,
+    with_retries,
+)
 from agentstack_lab.validation import seconds_text
 
 __all__ = ["OllamaProvider", "DEFAULT_MODEL", "DEFAULT_EMBEDDING_MODEL", "DEFAULT_HOST", "ollama_base_url",
@@ -84,6 +93,10 @@ class _Retryable(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class _StreamErrorLine(ProviderError):
+    """An ``{"error": ...}`` line inside a 200 stream."""
 
 
 class OllamaProvider:
@@ -190,7 +203,7 @@ class OllamaProvider:
         timeout = httpx.Timeout(self.timeout)
         async with httpx.AsyncClient(base_url=self.base_url, timeout=timeout, headers=self._headers()) as client:
 
-            async def open_stream() -> httpx.Response:
+            async def send() -> httpx.Response:
                 response = await client.send(client.build_request("POST", "/api/chat", json=body), stream=True)
                 if response.status_code != 200:
                     text = (await response.aread()).decode("utf-8", "replace")
@@ -198,18 +211,29 @@ class OllamaProvider:
                     raise self._status_error(response, text)
                 return response
 
+            async def open_stream() -> httpx.Response:
+                return await with_retries(send, max_retries=self.max_retries, base_delay=self.retry_delay,
+                                          should_retry=self._should_retry)
+
             try:
-                response = await with_retries(open_stream, max_retries=self.max_retries, base_delay=self.retry_delay,
-                                              should_retry=self._should_retry)
-                try:
-                    async for ev in self._events(response):
-                        yield ev
-                finally:
-                    await response.aclose()
+                async for ev in stream_with_retries(open_stream, self._events, retryable=_retryable_in_stream,
+                                                    max_retries=self.max_retries, base_delay=self.retry_delay):
+                    yield ev
             except (httpx.HTTPError, _Retryable) as exc:
                 raise self._map(exc) from exc
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[ProviderEvent]:
+        try:
+            async for ev in self._parse(response):
+                yield ev
+        except httpx.TimeoutException as exc:
+            raise ProviderTimeout(f"ollama: the stream stalled (nothing within {seconds_text(self.timeout)})") from exc
+        except httpx.TransportError as exc:
+            raise StreamDropped(f"ollama: the connection to {self.base_url} dropped mid-stream: {exc}") from exc
+        finally:
+            await response.aclose()
+
+    async def _parse(self, response: httpx.Response) -> AsyncIterator[ProviderEvent]:
         used_tools = False
         async for line in response.aiter_lines():
             if not line.strip():
@@ -221,7 +245,7 @@ class OllamaProvider:
             if not isinstance(chunk, dict):
                 raise MalformedStreamError(f"ollama: unexpected stream line {line[:80]!r}")
             if chunk.get("error"):
-                raise ProviderError(f"ollama: error in stream: {chunk['error']}")
+                raise _StreamErrorLine(f"ollama: error in stream: {chunk['error']}")
             message = chunk.get("message") or {}
             if message.get("content"):
                 yield TextDeltaEvent(text=message["content"])
@@ -269,3 +293,8 @@ class OllamaProvider:
         if not isinstance(vectors, list) or len(vectors) != len(texts):
             raise MalformedStreamError(f"ollama: asked for {len(texts)} embeddings, got {data!r}"[:200])
         return vectors
+
+
+def _retryable_in_stream(exc: BaseException) -> bool:
+    """A broken stream or an error line inside it (HTTP errors were retried when the stream was opened)."""
+    return stream_broke(exc) or isinstance(exc, _StreamErrorLine)

@@ -2,7 +2,8 @@
 
 ``base_url`` makes any OpenAI-compatible server work (vLLM, LM Studio, llama.cpp, Ollama's
 ``/v1``). Retries: the SDK retries 408/409/429/5xx and connection errors with backoff honouring
-``retry-after``; an error object inside the stream, before anything was yielded, is retried here.
+``retry-after``; a stream that drops, stalls, carries invalid JSON or an error object is retried
+here when nothing had been yielded yet.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from agentstack_lab.providers.base import (
     ProviderTimeout,
     ProviderUnavailable,
     StopEvent,
+    StreamDropped,
     TextBlock,
     TextDeltaEvent,
     ToolResultBlock,
@@ -28,7 +30,13 @@ from agentstack_lab.providers.base import (
     ToolUseEvent,
     UsageEvent,
 )
-from agentstack_lab.providers.support import LoopClients, missing_extra, resolve_key, stream_with_retries
+from agentstack_lab.providers.support import (
+    LoopClients,
+    missing_extra,
+    resolve_key,
+    stream_broke,
+    stream_with_retries,
+)
 from agentstack_lab.validation import seconds_text
 
 try:
@@ -135,15 +143,33 @@ class OpenAIProvider:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Stream the reply as text deltas, tool uses (parsed arguments), usage, then stop."""
         params = self._params(request)
+
+        async def open_stream() -> Any:
+            return await self._client().chat.completions.create(**params)
+
         try:
-            async for ev in stream_with_retries(lambda: self._attempt(params), retryable=_retryable_in_stream,
+            async for ev in stream_with_retries(open_stream, self._events, retryable=_retryable_in_stream,
                                                 max_retries=self.max_retries, base_delay=self.retry_delay):
                 yield ev
         except (openai.APIError, json.JSONDecodeError) as exc:
             raise self._map(exc) from exc
 
-    async def _attempt(self, params: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
-        chunks = await self._client().chat.completions.create(**params)
+    async def _events(self, chunks: Any) -> AsyncIterator[ProviderEvent]:
+        try:
+            async for ev in self._parse(chunks):
+                yield ev
+        except (openai.APIConnectionError, json.JSONDecodeError) as exc:
+            raise self._broken(exc) from exc
+
+    def _broken(self, exc: BaseException) -> ProviderError:
+        """What went wrong with a stream that had begun (its request was answered)."""
+        if isinstance(exc, openai.APITimeoutError):
+            return ProviderTimeout(f"openai: the stream stalled (nothing within {seconds_text(self.timeout)})")
+        if isinstance(exc, json.JSONDecodeError):
+            return MalformedStreamError(f"openai: the stream carried invalid JSON ({exc.msg})")
+        return StreamDropped(f"openai: the connection dropped mid-stream: {exc.__cause__ or exc}")
+
+    async def _parse(self, chunks: Any) -> AsyncIterator[ProviderEvent]:
         calls: dict[int, dict[str, Any]] = {}
         finish: str | None = None
         usage = None
@@ -208,8 +234,9 @@ class OpenAIProvider:
 
 
 def _retryable_in_stream(exc: BaseException) -> bool:
-    """HTTP and connection errors were already retried by the SDK; an error inside the stream is retried here."""
-    return isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIStatusError | openai.APIConnectionError)
+    """A broken stream or an error object inside it; HTTP and connection errors were retried by the SDK."""
+    return stream_broke(exc) or (isinstance(exc, openai.APIError)
+                                 and not isinstance(exc, openai.APIStatusError | openai.APIConnectionError))
 
 
 def _message(exc: openai.APIError) -> str:

@@ -13,12 +13,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from agentstack_lab.errors import AgentstackError
-from agentstack_lab.providers.base import MissingKeyError
+from agentstack_lab.providers.base import (
+    MalformedStreamError,
+    MissingKeyError,
+    ProviderTimeout,
+    StreamDropped,
+)
 
 __all__ = ["secret", "resolve_key", "retry_after_seconds", "backoff_delay", "with_retries", "RETRY_STATUSES",
-           "missing_extra", "MissingExtraError", "run_sync", "LoopClients", "close_loop_clients"]
+           "missing_extra", "MissingExtraError", "run_sync", "LoopClients", "close_loop_clients",
+           "stream_with_retries", "stream_broke"]
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
@@ -137,27 +144,41 @@ class LoopClients:
         return client
 
 
+def stream_broke(exc: BaseException) -> bool:
+    """A stream that dropped, stalled or carried unparsable data (worth a fresh request before its first event)."""
+    return isinstance(exc, StreamDropped | ProviderTimeout | MalformedStreamError)
+
+
 async def stream_with_retries(
-    attempt: Callable[[], AsyncIterator[T]],
+    open_stream: Callable[[], Awaitable[S]],
+    events: Callable[[S], AsyncIterator[T]],
     *,
     retryable: Callable[[BaseException], bool],
     max_retries: int,
     base_delay: float,
 ) -> AsyncIterator[T]:
-    """Yield from ``attempt()``; when it fails before yielding anything and ``retryable(exc)``, start it again.
+    """Yield ``events(await open_stream())``; a retryable failure before the first event opens a fresh stream.
 
-    Once an event has been yielded a retry would duplicate it, so a later failure is raised as is.
+    At most ``max_retries`` fresh streams; ``retryable(exc)`` says which failures are worth one.
+
+    Errors from ``open_stream`` are raised as they are (the SDK or :func:`with_retries` retried those). Once an
+    event has been yielded a retry would duplicate it, so a later failure is raised as is.
     """
     tries = 0
     while True:
+        opened = await open_stream()
         yielded = False
         try:
-            async for item in attempt():
+            async for item in events(opened):
                 yielded = True
                 yield item
             return
         except Exception as exc:
-            if yielded or tries >= max_retries or not retryable(exc):
+            if yielded or not retryable(exc):
+                raise
+            if tries >= max_retries:
+                if tries and isinstance(exc, AgentstackError) and len(exc.args) == 1:
+                    raise type(exc)(f"{exc} (gave up after {tries + 1} attempts)") from exc
                 raise
             await asyncio.sleep(backoff_delay(tries, base_delay))
             tries += 1
