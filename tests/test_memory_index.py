@@ -221,3 +221,57 @@ def test_index_of_an_older_format_is_rebuilt_with_a_log_line(tmp_path, small_pq,
         st = ws.memory.index.shared_index().state()
         assert st["format"] == shared_index.FORMAT and st["gen"] == old["gen"] + 1 and st["n"] == 4000
         assert "rebuilding the shared vector index" in caplog.text and "format 1 -> 3" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_truncated_vector_file_is_rebuilt_not_a_crash(tmp_path, caplog):
+    """The probe: 3 processes that had mapped the index, ``vec.f4`` truncated, each searches again. Today's
+    code died with SIGBUS in all 3 (exit -7); now each gets the right answer and the files are rebuilt."""
+    folder = tmp_path / "w"
+    with Workspace.open(folder, announce=False) as ws:
+        ws.memory.store_many(_items(_corpus(500)))
+        ws.memory.store("pelican", "a note about pelicans diving for fish")
+        assert ws.memory.search("pelicans diving", "vector", limit=1)[0].key == "pelican"
+        sh = ws.memory.index.shared_index()
+        vec = sh.dir / f"gen-{sh.state()['gen']}" / "vec.f4"
+        code = """
+            import sys
+            from agentstack_lab.workspace import Workspace
+            with Workspace.open(sys.argv[1], announce=False) as ws:
+                assert ws.memory.search("pelicans diving", "vector", limit=1)[0].key == "pelican"
+                print("mapped", flush=True)
+                sys.stdin.readline()                       # the parent truncates the file meanwhile
+                for _ in range(20):
+                    hit = ws.memory.search("pelicans diving", "vector", limit=1)[0].key
+                print("searched", hit, ws.memory.index.shared_index().rows, flush=True)
+        """
+        children = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(folder)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    for _ in range(3)]
+        for c in children:
+            assert c.stdout.readline().strip() == "mapped", c.stderr.read()
+        with open(vec, "r+b") as fh:
+            fh.truncate(vec.stat().st_size // 3)
+        outs = [c.communicate("go\n", timeout=120) for c in children]
+        assert [c.returncode for c in children] == [0, 0, 0], [o[1][-2000:] for o in outs]
+        assert all(o[0].split()[-3:] == ["searched", "pelican", "501"] for o in outs), outs
+        assert vec.exists() or sh.damage(sh.state()) is None
+        caplog.set_level("WARNING", logger="agentstack_lab.memory")
+        assert ws.memory.search("pelicans diving", "vector", limit=1)[0].key == "pelican"   # this process too
+        assert sh.damage(sh.state()) is None and sh.rows == 501
+
+
+def test_a_search_while_the_index_keeps_changing_is_answered_exactly(tmp_path, monkeypatch, caplog):
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store_many(_items(_corpus(200)))
+        ws.memory.store("pelican", "a note about pelicans diving for fish")
+
+        def compacted_meanwhile(self, s):   # every look finds the generation replaced
+            raise FileNotFoundError("gen-1/vec.f4")
+
+        monkeypatch.setattr(shared_index.SharedIndex, "_view", compacted_meanwhile)
+        ws.memory.index.shared_index()._viewed = None
+        caplog.set_level("WARNING", logger="agentstack_lab.memory")
+        hits = ws.memory.search("pelicans diving", "vector", limit=1)
+        assert hits[0].key == "pelican"
+        assert "kept changing" in caplog.text and "searched exactly" in caplog.text

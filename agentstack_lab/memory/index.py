@@ -6,8 +6,8 @@ loads), 11.1 s before its first search and a 122 ms scan per query at 1M entries
 written once, by whichever process first sees them in ``memory_vec_log``, into files next to the database
 (``vectors/<db name>/gen-N/``) that every process maps read-only, so the page cache holds one copy:
 
-* ``vec.f32`` (float32 rows, for exact rescoring), ``rid.i64`` and the filter codes ``ns.i32``,
-  ``sess.i32``, ``agent.i32`` (slot order, append-only), ``dead.u8`` (1 = the slot's entry was deleted or
+* ``vec.f4`` (float32 rows, for exact rescoring), ``rid.i8`` and the filter codes ``ns.i4``,
+  ``sess.i4``, ``agent.i4`` (slot order, append-only), ``dead.u1`` (1 = the slot's entry was deleted or
   rewritten; set in place, one byte);
 * ``pq-train.faiss`` (the trained quantiser) and ``pq-<i>.faiss``: faiss ``IndexPQFastScan`` shards (product
   quantisation, 192 sub-quantisers of 4 bits: 96 bytes a row, 96 MB at 1M) over slots ``[i * shard, (i + 1) *
@@ -39,6 +39,13 @@ pass the search widens and finally scans the filtered rows exactly, so a search 
 pages (``MADV_DONTNEED``: they stay in the page cache), so its resident memory is the PQ codes plus the
 small per-row arrays, not the float32 rows.
 
+Damage: a mapped file that is shorter than its committed rows (truncated by hand, a full disk, a restore)
+would kill the process with SIGBUS on the first page past its end, so every refresh first checks the
+files' sizes against ``n`` (six ``stat`` calls, microseconds) and a PQ shard that cannot be read counts
+too: a damaged generation is never mapped, and the next sync rebuilds it from ``memory_vec``, as for
+deleted or garbage files. (A file truncated between that check and the scan that follows, microseconds
+later, can still fault; nothing short of reading without a mapping closes that window.)
+
 Below :data:`PQ_MIN` rows there is no PQ: the mapped rows are scanned exactly. Compaction: when the log
 was pruned past the files' position, more than a quarter of the rows changed at once, or a fifth of the
 slots are dead, a writer builds a new generation from the ``memory_vec`` table (the source of truth) and renames
@@ -62,7 +69,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SharedIndex", "PQ_MIN", "coarse"]
+__all__ = ["SharedIndex", "IndexDamaged", "IndexChanging", "PQ_MIN", "coarse"]
 
 PQ_MIN = 20_000         # rows from which a PQ fast-scan is built (below: exact scan of the mapped rows)
 PQ_M = 192              # sub-quantisers (4 bits each): 96 bytes per row at 384 dims (2 dims each)
@@ -76,6 +83,14 @@ _ARRAYS = (("vec", np.float32), ("rid", np.int64), ("ns", np.int32), ("sess", np
            ("dead", np.uint8))
 
 Rows = tuple[np.ndarray, np.ndarray, list[tuple[str, str, str]]]   # rids, float32 vectors, (ns, sess, agent)
+
+
+class IndexDamaged(Exception):
+    """A file of the current generation is shorter than its committed rows, or a PQ shard cannot be read."""
+
+
+class IndexChanging(Exception):
+    """Compactions kept replacing the generation while this reader looked (answer this search another way)."""
 
 
 def coarse(n: int, k: int) -> int:
@@ -158,13 +173,17 @@ class SharedIndex:
         ``fetch(rids)`` / ``read_all()`` -> the present rows from SQLite (same snapshot as ``top``).
         """
         s = self.state()
-        if s is not None and s["seq"] >= top and s.get("format", 1) == FORMAT:
+        if s is not None and s["seq"] >= top and s.get("format", 1) == FORMAT and self.damage(s) is None:
             return
         with self._lock():
             s = self.state()
-            if s is not None and s["seq"] >= top and s.get("format", 1) == FORMAT:
+            damage = self.damage(s) if s is not None and s.get("format", 1) == FORMAT else None
+            if s is not None and s["seq"] >= top and s.get("format", 1) == FORMAT and damage is None:
                 return
-            if s is not None and s.get("format", 1) != FORMAT:
+            if damage is not None:
+                log.warning("memory: rebuilding the shared vector index %s from the database (%s)", self.dir, damage)
+                self._forget()
+            elif s is not None and s.get("format", 1) != FORMAT:
                 log.warning("memory: rebuilding the shared vector index %s (format %s -> %s, %d rows)", self.dir,
                             s.get("format", 1), FORMAT, s["n"] - s["dead"])
             elif s is not None:
@@ -175,6 +194,30 @@ class SharedIndex:
                     self._append(s, top, rids, fetch)
                     return
             self._rebuild(top, read_all(), s)
+
+    def damage(self, s: dict[str, Any]) -> str | None:
+        """What is wrong with generation ``s``'s files (None: each holds its ``n`` committed rows)."""
+        n = s["n"]
+        for name, dtype in _ARRAYS:
+            need = n * np.dtype(dtype).itemsize * (self.dims if name == "vec" else 1)
+            path = self._file(s, name)
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                return f"{path.name} is missing"
+            if size < need:
+                return f"{path.name} holds {size:,} bytes, {need:,} expected for {n:,} rows"
+        if s.get("pq"):
+            folder = self._gen_dir(s["gen"])
+            for i in range(-(-s["pq"] // s["shard"])):
+                if not (folder / f"pq-{i}.faiss").is_file():
+                    return f"pq-{i}.faiss is missing"
+        return None
+
+    def _forget(self) -> None:
+        """Drop this process's view (its mappings) of the current generation."""
+        self._gen, self._n, self._arr, self._pq, self._multi = None, 0, {}, None, None
+        self._viewed = self._mask_cache = None
 
     def _gen_dir(self, gen: int) -> Path:
         return self.dir / f"gen-{gen}"
@@ -309,6 +352,10 @@ class SharedIndex:
         s = self.state()
         if s is None:
             return False
+        damage = self.damage(s)
+        if damage is not None:   # never map (or keep mapping) a file shorter than its rows: SIGBUS
+            self._forget()
+            raise IndexDamaged(f"{self.dir}: {damage}")
         if self._state_key == self._viewed and self._arr:
             return True
         for _ in range(3):
@@ -321,7 +368,10 @@ class SharedIndex:
                 s = self.state()
                 if s is None:
                     return False
-        raise RuntimeError(f"{self.dir}: the shared vector index kept changing under this reader")
+            except (RuntimeError, ValueError) as exc:   # a shard faiss cannot read, a file shorter than mapped
+                self._forget()
+                raise IndexDamaged(f"{self.dir}: {exc}") from exc
+        raise IndexChanging(f"{self.dir}: the shared vector index kept changing under this reader")
 
     @property
     def rows(self) -> int:

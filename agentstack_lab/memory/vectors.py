@@ -42,7 +42,7 @@ import numpy as np
 
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import extract_session_id
-from agentstack_lab.memory.index import SharedIndex
+from agentstack_lab.memory.index import IndexChanging, IndexDamaged, SharedIndex
 from agentstack_lab.store.connection import row_numbers
 
 log = logging.getLogger(__name__)
@@ -269,6 +269,10 @@ class VectorIndex:
                     log.warning("memory: shared vector index unavailable (%s); using the exact in-process matrix",
                                 exc)
                     self.shared = False
+                except (IndexDamaged, IndexChanging) as exc:   # damaged again, or rebuilt under us: this once in SQL
+                    log.warning("memory: shared vector index not usable for this search (%s); searched exactly",
+                                exc)
+                    return self._threshold(self._knn(q, flt, k), threshold)
                 else:
                     hits = index.search(q, k, flt.namespace, flt.session_id, flt.agent_id, flt.include_shared)
         if hits is not None:
@@ -279,9 +283,11 @@ class VectorIndex:
                 hits = matrix.search(q, flt, k)
         else:
             hits = self._knn(q, flt, k)
-        if threshold is not None:
-            hits = [h for h in hits if h[1] >= threshold]
-        return hits
+        return self._threshold(hits, threshold)
+
+    @staticmethod
+    def _threshold(hits: list[tuple[int, float]], threshold: float | None) -> list[tuple[int, float]]:
+        return hits if threshold is None else [h for h in hits if h[1] >= threshold]
 
     def _knn(self, q: np.ndarray, f: VectorFilter, k: int) -> list[tuple[int, float]]:
         """Exact top-``k`` in SQL with sqlite-vec's ``vec_distance_cosine``, the filters in the same query."""
@@ -322,8 +328,8 @@ class VectorIndex:
         with self._log_snapshot() as (conn, top):
             index.sync(top, lambda after: self._changes(conn, after), lambda rids: self._fetch(conn, rids),
                        lambda: self._read_all(conn))
-        if not index.refresh():
-            raise RuntimeError(f"{index.dir}: no shared vector index after sync")
+        if not index.refresh():   # state.json replaced or removed between the sync and now
+            raise IndexChanging(f"{index.dir}: no shared vector index after sync")
         return index
 
     @staticmethod
