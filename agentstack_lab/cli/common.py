@@ -109,8 +109,17 @@ def handled(verbose: bool = False) -> Iterator[None]:
     except AgentstackError as exc:
         raise fail(message(exc)) from None
     except Exception as exc:
+        from agentstack_lab.store.connection import storage_error
+
+        known = storage_error(exc, _OPENED.get("db", "of the workspace"))   # disk full, read-only, damaged
+        if known is not None:
+            log.debug("storage error", exc_info=exc)
+            raise fail(message(known)) from None
         _bug(exc, verbose)
         raise typer.Exit(EXIT_ERROR) from None
+
+
+_OPENED: dict[str, str] = {}   # the database of the workspace this command opened (named in storage errors)
 
 
 class HandledGroup(TyperGroup):
@@ -154,6 +163,7 @@ def open_workspace(ctx: typer.Context, *, announce_new: bool = True) -> Any:
 
     root = ctx.find_root().obj or {}
     ws = Workspace.open(root.get("workspace"), announce=False)
+    _OPENED["db"] = str(ws.db_path)
     ws.announce = announce_new and not ws.db_path.exists()
     ctx.call_on_close(ws.close)
     return ws

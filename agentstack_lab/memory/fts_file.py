@@ -42,7 +42,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agentstack_lab.store.connection import _retry, bulk_cache, connect, write_transaction
+from agentstack_lab.store.connection import (
+    _retry,
+    bulk_cache,
+    connect,
+    read_only_uri,
+    writable,
+    write_transaction,
+)
 from agentstack_lab.store.per_thread import PerThreadConnections
 
 log = logging.getLogger(__name__)
@@ -90,13 +97,17 @@ class FtsFile(PerThreadConnections):
 
     # --- connections ----------------------------------------------------------------------------------
     def _open(self) -> Any:
-        conn = connect(self.path)
+        readonly = self.path.is_file() and not writable(self.path)   # a read-only workspace: read what is there
+        conn = connect(self.path, readonly=readonly)
         try:
             # a derived file: a power cut may lose its last commits (each with its log position), never
             # tear one, and the next catch-up redoes them from the log; so no fsync at its checkpoints
             conn.execute("PRAGMA synchronous = OFF")
-            self._prepare(conn)
-            conn.execute("ATTACH DATABASE ? AS src", (str(self.source),))
+            if readonly:
+                conn.execute("ATTACH DATABASE ? AS src", (read_only_uri(self.source),))
+            else:
+                self._prepare(conn)
+                conn.execute("ATTACH DATABASE ? AS src", (str(self.source),))
             for sql in _TEMP_TABLES:   # a catch-up's changed rows, between its read and its write
                 conn.execute(sql)
         except BaseException:

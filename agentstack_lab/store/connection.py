@@ -29,7 +29,7 @@ from agentstack_lab.store.per_thread import PerThreadConnections
 
 log = logging.getLogger(__name__)
 
-__all__ = ["connect", "bulk_cache", "row_numbers", "write_transaction", "Database", "DatabaseOpenError", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
+__all__ = ["connect", "bulk_cache", "row_numbers", "write_transaction", "Database", "DatabaseOpenError", "ForeignDatabaseError", "StorageError", "storage_error", "writable", "read_only_uri", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
 
 OperationalError = sqlite.OperationalError
 IntegrityError = sqlite.IntegrityError
@@ -48,6 +48,87 @@ BULK_CACHE_KB = 65_536
 
 class DatabaseOpenError(AgentstackError):
     """The database file cannot be opened: its folder cannot be made, or it is not an SQLite database."""
+
+
+class ForeignDatabaseError(DatabaseOpenError):
+    """The file at the workspace's database path is another program's SQLite database: left untouched."""
+
+
+class StorageError(AgentstackError):
+    """The database could not be read or written: the disk is full, the file is read-only or damaged."""
+
+
+def storage_error(exc: BaseException, path: str | Path) -> StorageError | None:
+    """The one line for an SQLite error about the file itself (None: not such an error).
+
+    Surfaces turn these into a message instead of "internal error": what happened, to which file, what to do.
+    """
+    if not isinstance(exc, sqlite.DatabaseError | OSError):
+        return None
+    low = str(exc).lower()
+    if "disk is full" in low or "no space" in low or ("disk i/o" in low and _disk_full(Path(path).parent)):
+        return StorageError(f"cannot write the database {path}: the disk is full; free some space and try again")
+    if "readonly" in low or "read-only" in low:
+        return StorageError(f"cannot write the database {path}: it is on a read-only file system or file; "
+                            "reading works, this needs to write")
+    if "malformed" in low or "not a database" in low:
+        return StorageError(f"the database {path} is damaged ({exc}); restore it from a backup, or move it away "
+                            "and a new one is made")
+    return None
+
+
+def writable(path: str | Path) -> bool:
+    """Whether the database at ``path`` (and its folder, for the -wal and -shm files) can be written."""
+    path = Path(path)
+    folder = path.parent if path.parent.exists() else path.parent.parent
+    return os.access(folder, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
+
+
+def read_only_uri(path: str | Path) -> str:
+    """The URI that opens (or ATTACHes) ``path`` read-only; see :func:`_ro_params`."""
+    return f"{Path(path).resolve().as_uri()}?{_ro_params(Path(path))}"
+
+
+def _ro_params(path: Path) -> str:
+    """URI parameters of a read-only connection: ``immutable=1`` in a folder nobody can write, else ``mode=ro``.
+
+    In a read-only folder SQLite could not make the ``-shm`` file that a WAL reader needs.
+    """
+    return "immutable=1" if not os.access(path.parent, os.W_OK) else "mode=ro"
+
+
+def refuse_foreign(path: str | Path) -> None:
+    """Read ``path``'s schema (read-only, changing nothing); a file of another program or no database is refused.
+
+    Raises:
+        ForeignDatabaseError: an SQLite database whose tables are not this product's (nothing was written to it).
+        DatabaseOpenError: the file is not an SQLite database at all, or is damaged.
+    """
+    path = Path(path)
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return
+        conn = sqlite.connect(f"{path.resolve().as_uri()}?{_ro_params(path)}", uri=True,
+                              timeout=BUSY_TIMEOUT_MS / 1000)
+    except OSError:
+        return          # the ordinary open says what is wrong
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                            " AND name NOT LIKE 'sqlite_%'")]
+    except sqlite.DatabaseError as exc:
+        if is_busy(exc):
+            return
+        known = storage_error(exc, path)
+        if known is not None and "not a database" not in str(exc):
+            raise known from None
+        raise DatabaseOpenError(f"cannot open the database {path}: {exc} (is it a file of another program? "
+                                "move it away and a new one is made)") from None
+    finally:
+        conn.close()
+    if names and "_migrations" not in names:
+        shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+        raise ForeignDatabaseError(f"{path} is another program's SQLite database (tables {shown}); it was left "
+                                   "untouched: point the workspace elsewhere (-w) or move that file")
 
 
 def connect(path: str | Path, *, readonly: bool = False) -> Any:
@@ -86,7 +167,7 @@ def _connect(path: str | Path, *, readonly: bool = False) -> Any:
     path = str(path)
     if path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    uri = f"file:{path}?mode=ro" if readonly else path
+    uri = read_only_uri(path) if readonly else path
     conn = sqlite.connect(uri, uri=readonly, timeout=BUSY_TIMEOUT_MS / 1000,
                           isolation_level=None, check_same_thread=False)
     try:
@@ -178,13 +259,25 @@ class Database(PerThreadConnections):
         self._checkpointer: ThreadPoolExecutor | None = None
         self._checkpoint_queued = False
         self._companions: list[Any] = []
-        if migrate:
+        memory = str(path) == ":memory:"
+        if not memory:
+            refuse_foreign(self.path)      # before the first connection, which would switch it to WAL
+        # a read-only file or file system: read-only connections, so reads work and writes say why
+        self.readonly = not memory and self.path.is_file() and not writable(self.path)
+        if migrate and self.readonly:
+            from agentstack_lab.store.migrations import MIGRATIONS, applied
+
+            pending = len(MIGRATIONS) - len(applied(self))
+            if pending:
+                log.warning("agentstack-lab: %s is read-only and %d schema steps behind this version; "
+                            "what needs them will fail", self.path, pending)
+        elif migrate:
             from agentstack_lab.store.migrations import migrate as run_migrations
 
             run_migrations(self)
 
     def _open(self) -> Any:
-        return connect(self.path)
+        return connect(self.path, readonly=self.readonly)
 
     def _begin(self, conn: Any) -> contextlib.AbstractContextManager[None]:
         """``BEGIN IMMEDIATE`` … ``COMMIT`` with retry on busy."""
