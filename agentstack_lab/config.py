@@ -415,13 +415,20 @@ def load_config(path: str | Path | None = None, *, start: Path | None = None) ->
     if file is None:
         return Config()
     try:
-        text = file.read_text(encoding="utf-8")
+        raw = file.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                          "save it as UTF-8") from None
     try:
         data = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{file}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{file}: nested too deeply to be a configuration") from None
     return Config.from_dict(data, source=file.resolve())
 
 

@@ -170,7 +170,7 @@ def test_a_non_utf8_command_line_prompt_is_one_line_and_exit_2(workdir):
                           capture_output=True, timeout=120)
     err = done.stderr.decode("utf-8", "replace")
     assert done.returncode == 2, (done.stdout, err)
-    assert "the prompt is not UTF-8 text (byte 0xe9 at character 3)" in err, err
+    assert "is not UTF-8 text (byte 0xe9 at character 3); convert it first" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 

@@ -46,6 +46,13 @@ async def test_task_tools_round_trip_and_drift(workdir):
         assert (metrics["metrics"]["totalEvents"], metrics["metrics"]["warnedCount"]) == (1, 1)  # the check records nothing
         assert "cannot go from 'completed'" in await error(s, "task_assign", task_id=cid, agent_id="agent-2")
         assert "no task with id 'nope'" in await error(s, "task_get", task_id="nope")
+        # an unknown type, an empty input, an unknown risk: one line, nothing created (issue 26, item 11)
+        count = len((await call(s, "task_list"))["tasks"])
+        assert "unknown agent type 'nope'" in await error(s, "task_create", agent_type="nope", input="x")
+        assert "the task input is empty" in await error(s, "task_create", agent_type="researcher", input=" ")
+        assert "risk_level: Input should be" in await error(s, "task_create", agent_type="researcher", input="x",
+                                                   risk_level="huge")
+        assert len((await call(s, "task_list"))["tasks"]) == count
 
 
 async def test_consensus_approve_with_a_partial_rejection_steers_a_waiting_run(workdir):

@@ -61,8 +61,22 @@ def _root(ctx: typer.Context,
 
 def main() -> None:
     """Console entry point (``agentstack-lab``); exit codes 0 success, 1 a check failed, 2 could not run."""
+    _check_argv(sys.argv[1:])
     try:
         app()
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+
+
+def _check_argv(args: list[str]) -> None:
+    """Arguments that were not UTF-8 bytes (Python keeps them as lone surrogates) end here, in one line."""
+    from agentstack_lab.errors import UsageError
+    from agentstack_lab.validation import check_text
+
+    for i, arg in enumerate(args, 1):
+        try:
+            check_text(f"argument {i} ({arg.encode('utf-8', 'replace').decode()!r})", arg)
+        except UsageError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            sys.exit(2)

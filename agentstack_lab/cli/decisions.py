@@ -116,6 +116,8 @@ def answer_command(ctx: typer.Context, decision_id: str = typer.Argument(..., he
                    text: str = typer.Argument(..., help="The answer (approve/reject for an approval)."),
                    as_json: bool = JSON):
     """Answer a question (clarification, blocking, final) with TEXT."""
+    if not text.strip():
+        raise CommandError("the answer is empty; say what the agent should know (or approve/reject an approval)")
     ds = _decisions(ctx)
     _done(ds.answer(ds.get(decision_id).id, text, by=_who(), surface="cli"), as_json)
 

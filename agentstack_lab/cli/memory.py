@@ -11,7 +11,15 @@ from typing import Any
 
 import typer
 
-from agentstack_lab.cli.common import JSON_OPTION, open_workspace, print_json, read_stdin, table, timestamp
+from agentstack_lab.cli.common import (
+    JSON_OPTION,
+    CommandError,
+    open_workspace,
+    print_json,
+    read_stdin,
+    table,
+    timestamp,
+)
 from agentstack_lab.errors import NotFoundError, UsageError
 from agentstack_lab.validation import check_int, check_threshold
 
@@ -87,6 +95,8 @@ def memory_search(ctx: typer.Context, query: str,
                   threshold: float = typer.Option(None, "--threshold", help="Minimum score (0..1)."),
                   as_json: bool = JSON_OPTION):
     """Search memory by keywords, meaning, or both."""
+    if not query.strip():
+        raise CommandError("the search query is empty; 'memory list' shows every entry")
     check_int("--limit", limit, minimum=1)
     check_threshold("--threshold", threshold)
     results = _memory(ctx, session, agent).search(query, mode, namespace=namespace, agent_id=agent,

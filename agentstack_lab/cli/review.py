@@ -22,6 +22,7 @@ from agentstack_lab.cli.common import (
     CommandError,
     open_workspace,
     print_json,
+    require_writable,
     short,
     table,
     timestamp,
@@ -61,6 +62,8 @@ def run_command(ctx: typer.Context, file: Path = typer.Argument(..., help="The c
     """Review FILE until the reviewer passes it or the iterations run out; exit 0 passed, 1 failed, 2 error."""
     if not file.is_file():
         raise CommandError(f"no such file: {file}")
+    if output is not None:
+        output = require_writable(output, "--output")   # before the review runs, not after
     code = file.read_text("utf-8", errors="replace")
     loops = _loops(ctx)
     from agentstack_lab.workflows.review_loop import SKIP_REASON, reviews_nothing
@@ -76,6 +79,7 @@ def run_command(ctx: typer.Context, file: Path = typer.Argument(..., help="The c
 
     state = asyncio.run(go())
     if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(state.code, "utf-8")
     issues = loops.issues(state.id)
     if as_json:

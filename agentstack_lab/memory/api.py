@@ -136,6 +136,9 @@ class Memory:
             raise MemoryValidationError(f"{_at(index)}key is {len(key)} characters; the limit is {MAX_KEY}")
         if not isinstance(content, str):
             raise MemoryValidationError(f"{_at(index)}content must be a string, got {type(content).__name__}")
+        if not content:
+            raise MemoryValidationError(f"{_at(index)}content of {key!r} is empty; an entry needs some text "
+                                        "(to remove an entry, delete it)")
         limit = self.config.max_entry_bytes
         if len(content) * 4 > limit and (size := _utf8_len(content)) > limit:   # 4 bytes/char at most
             raise MemoryValidationError(f"{_at(index)}content of {key!r} is {size:,} bytes; the limit is {limit:,}"

@@ -11,11 +11,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from agentstack_lab.errors import UsageError
 from agentstack_lab.tasks.consensus import Checkpoint, Consensus
 from agentstack_lab.tasks.drift import DriftDetector, DriftPreventedError
 from agentstack_lab.tasks.store import TaskStore
 
-__all__ = ["TaskService"]
+__all__ = ["TaskService", "RISK_LEVELS"]
+
+RISK_LEVELS = ("low", "medium", "high")
 
 
 class TaskService:
@@ -31,8 +34,10 @@ class TaskService:
             (``Workspace.session_lookup``).
     """
 
-    def __init__(self, db: Any, embedder: Any, config: Any, decisions: Any = None, *, session_exists: Any = None):
+    def __init__(self, db: Any, embedder: Any, config: Any, decisions: Any = None, *, session_exists: Any = None,
+                 agent_types: Any = None):
         self.store = TaskStore(db, session_exists=session_exists)
+        self.agent_types = agent_types   # the workspace's agent types: an unknown --type is refused up front
         self.drift = DriftDetector(db, embedder, config.drift)
         self.consensus = Consensus(db, config.consensus, decisions) if decisions is not None else None
 
@@ -40,11 +45,21 @@ class TaskService:
     def of(cls, workspace: Any) -> TaskService:
         """The service over a :class:`~agentstack_lab.workspace.Workspace` (its db, embedder, config, decisions)."""
         return cls(workspace.db, workspace.embedder, workspace.config, workspace.decisions,
-                   session_exists=workspace.session_lookup)
+                   session_exists=workspace.session_lookup, agent_types=workspace.agent_types)
 
     def create(self, agent_type: str, input: str | None = None, *, parent_id: str | None = None,  # noqa: A002
                session_id: str | None = None, risk_level: str | None = None) -> dict[str, Any]:
-        """Create a task (or, when consensus is required, a checkpoint for it); see the module doc."""
+        """Create a task (or, when consensus is required, a checkpoint for it); see the module doc.
+
+        Raises:
+            UsageError: an empty input, an unknown agent type or risk level (nothing is created).
+        """
+        if input is not None and (not isinstance(input, str) or not input.strip()):
+            raise UsageError("the task input is empty; say what the task is")
+        if risk_level is not None and risk_level not in RISK_LEVELS:
+            raise UsageError(f"unknown risk level {risk_level!r}; expected one of {', '.join(RISK_LEVELS)}")
+        if self.agent_types is not None:
+            self.agent_types.get(agent_type)   # an unknown type: one line naming the known ones
         drift = None
         task_id = str(uuid.uuid4())  # known before the drift check, so its event row names the task
         if parent_id is not None:
