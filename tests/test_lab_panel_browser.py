@@ -30,7 +30,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from tests.notebook_helpers import ASKING_PROVIDER
-from tests.test_notebook_browser import CHROMIUM, CHROMIUM_ARGS, CONTRAST_JS, DOCS, _free_port, _set_theme
+from tests.test_notebook_browser import CHROMIUM, CHROMIUM_ARGS, CONTRAST_JS, _free_port, _set_theme, docs_dir
 
 REPO = Path(__file__).resolve().parent.parent
 BUILT = REPO / "labextension" / "dist"
@@ -162,11 +162,11 @@ def test_panel_approves_a_terminal_run_and_toasts(lab, page):
 
         _set_theme(page, "JupyterLab Light")
         _panel_contrast(page, "light, decision pending")
-        DOCS.mkdir(parents=True, exist_ok=True)
-        panel.screenshot(path=str(DOCS / "lab-panel-light.png"), animations="disabled")
+        docs_dir().mkdir(parents=True, exist_ok=True)
+        panel.screenshot(path=str(docs_dir() / "lab-panel-light.png"), animations="disabled")
         _set_theme(page, "JupyterLab Dark")
         _panel_contrast(page, "dark, decision pending")
-        panel.screenshot(path=str(DOCS / "lab-panel-dark.png"), animations="disabled")
+        panel.screenshot(path=str(docs_dir() / "lab-panel-dark.png"), animations="disabled")
         _set_theme(page, "JupyterLab Light")
 
         card.locator("button.agentstack-approve").click()
@@ -179,7 +179,7 @@ def test_panel_approves_a_terminal_run_and_toasts(lab, page):
     expect(panel.locator(".agentstack-decision")).to_have_count(0)
     expect(panel.locator(".agentstack-run.selected .agentstack-badge").first).to_have_text("completed")
     for shot in ("lab-panel-light.png", "lab-panel-dark.png"):
-        assert (DOCS / shot).stat().st_size < 200_000
+        assert (docs_dir() / shot).stat().st_size < 200_000
 
 
 FOLLOW_UP = """

@@ -43,11 +43,18 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
-SCREENSHOT = Path(tempfile.gettempdir()) / "agentstack-browser-tree.png"
 # README pictures are rewritten only on request (UPDATE_SCREENSHOTS=1): a PNG differs at every run, so
 # writing them always left every checkout dirty after `make test` and crept into commits.
-DOCS = (Path(__file__).resolve().parent.parent / "notebooks" / "screenshots" if os.environ.get("UPDATE_SCREENSHOTS")
-        else Path(tempfile.gettempdir()) / "agentstack-screenshots")
+# Both are looked up when a test runs: the temporary folder is then the test's own (tests/conftest.py).
+
+
+def docs_dir() -> Path:
+    return (Path(__file__).resolve().parent.parent / "notebooks" / "screenshots" if os.environ.get("UPDATE_SCREENSHOTS")
+            else Path(tempfile.gettempdir()) / "agentstack-screenshots")
+
+
+def shot(name: str = "agentstack-browser-tree.png") -> Path:
+    return Path(tempfile.gettempdir()) / name
 
 pytestmark = [
     pytest.mark.slow,
@@ -225,14 +232,14 @@ def _screenshot(locator, name: str) -> None:
     The page is made tall enough to hold the whole tree (a taller element in the notebook's scrolling
     panel comes out clipped), and notification toasts are left out of the picture.
     """
-    DOCS.mkdir(parents=True, exist_ok=True)
+    docs_dir().mkdir(parents=True, exist_ok=True)
     page = locator.page
     size = page.viewport_size
     height = locator.evaluate("e => e.getBoundingClientRect().height")
     page.set_viewport_size({"width": size["width"], "height": min(4000, int(height) + 400)})
     try:
         locator.scroll_into_view_if_needed()
-        locator.screenshot(path=str(DOCS / name), animations="disabled",
+        locator.screenshot(path=str(docs_dir() / name), animations="disabled",
                            style=".Toastify, .Toastify__toast-container { display: none !important; }")
     finally:
         page.set_viewport_size(size)
@@ -313,7 +320,7 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
                 "total revenue (all regions) (by you)")  # the answer stays
             _assert_contrast(page, "light 700 px, approval")
             _assert_header_fits(tree.locator(".agentstack-node").first)
-            tree.screenshot(path=str(SCREENSHOT.with_name("agentstack-browser-approval.png")))
+            tree.screenshot(path=str(shot("agentstack-browser-approval.png")))
             _screenshot(tree, "agent-tree-approval-light.png")
             tree.locator("button.agentstack-edit").click()
             editor = tree.locator(".agentstack-code textarea")
@@ -392,7 +399,7 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
             page.set_viewport_size({"width": 1400, "height": 1000})
             _assert_header_fits(nodes.first)
             _assert_contrast(page, "light 1400 px")
-            tree.screenshot(path=str(SCREENSHOT.with_name("agentstack-browser-tree-wide.png")))
+            tree.screenshot(path=str(shot("agentstack-browser-tree-wide.png")))
             _screenshot(tree, "agent-tree-light.png")
 
             _set_theme(page, "JupyterLab Dark")
@@ -442,7 +449,7 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
         finally:
             try:  # for a person to look at (also when the test failed)
                 shown = page.locator(".agentstack-tree")
-                (shown.first if shown.count() else page).screenshot(path=str(SCREENSHOT), timeout=5_000)
+                (shown.first if shown.count() else page).screenshot(path=str(shot()), timeout=5_000)
             except Exception as exc:  # a failed screenshot must not hide the test's own failure
                 print(f"no screenshot: {exc}")
             browser.close()
