@@ -290,6 +290,8 @@ class Config(_Section):
     notebook: NotebookConfig = Field(default_factory=NotebookConfig)
 
     _source: Path | None = PrivateAttr(default=None)
+    # the config file's own text of every value that came from ${VAR}, by path: shown instead of the value
+    _templates: dict[tuple[str, ...], str] = PrivateAttr(default_factory=dict)
 
     @property
     def source(self) -> Path | None:
@@ -304,17 +306,51 @@ class Config(_Section):
         if not isinstance(data, dict):
             raise ConfigError(f"{source or 'config'}: expected a JSON object at the top level")
         filled: set[tuple[str, ...]] = set()
+        raw = data
         data = _interpolate(data, env, (), filled)
         try:
             cfg = cls.model_validate(data)
         except ValidationError as exc:
             raise ConfigError(_format_errors(exc, source, filled)) from None
         cfg._source = source
+        cfg._templates = {path: _at_path(raw, path) for path in filled}
         return cfg
 
+    def from_environment(self, *path: str) -> bool:
+        """Whether the value at ``path`` (e.g. ``"providers", "default"``) came from a ``${VAR}``."""
+        return any(path[:len(p)] == p for p in self._templates)
+
     def to_public_dict(self) -> dict[str, Any]:
-        """The configuration as JSON-ready data with secrets masked."""
-        return mask_secrets(self.model_dump(mode="python"))
+        """The configuration as JSON-ready data with secrets masked.
+
+        Secret fields show ``***``; any other value that came from the environment (``${VAR}``) is shown as
+        the file wrote it, never its value: it may be a secret too (a password in a DSN, a token in a URL).
+        """
+        data = mask_secrets(self.model_dump(mode="python"))
+        for path, template in self._templates.items():
+            _set_at_path(data, path, template)
+        return data
+
+
+def _at_path(data: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        data = data[int(key)] if isinstance(data, list) else data[key]
+    return data
+
+
+def _set_at_path(data: Any, path: tuple[str, ...], value: Any) -> None:
+    """Set ``value`` at ``path`` in dumped config data (a path the dump does not have is left alone)."""
+    for key in path[:-1]:
+        try:
+            data = data[int(key)] if isinstance(data, list) else data[key]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return
+    last = path[-1] if path else None
+    if isinstance(data, dict) and last in data:
+        if data[last] != "***":     # a secret field stays masked as every secret field is
+            data[last] = value
+    elif isinstance(data, list) and last is not None and last.isdigit() and int(last) < len(data):
+        data[int(last)] = value
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -389,7 +425,9 @@ def check_names(config: Config, *, providers: list[str], embedders: list[str]) -
     for field, value, kind, valid in (("providers.default", config.providers.default, "provider", providers),
                                       ("memory.embedder", config.memory.embedder, "embedder", embedders)):
         if value not in valid:
-            raise ConfigError(f"{field}: unknown {kind} {value!r}; valid: {', '.join(sorted(valid))}{where}")
+            # a value read from the environment may be a secret: name where it came from, never show it
+            shown = "(from ${...} in the config)" if config.from_environment(*field.split(".")) else repr(value)
+            raise ConfigError(f"{field}: unknown {kind} {shown}; valid: {', '.join(sorted(valid))}{where}")
     return config
 
 

@@ -295,7 +295,7 @@ async def test_a_secret_straddling_the_output_cap_is_redacted_before_it(executor
 
 
 def test_redact_cut_hides_a_secret_cut_off_at_the_end():
-    from agentstack_lab.engine.redaction import clip, redact_cut
+    from agentstack_lab.redaction import clip, redact_cut
 
     secret = "sk-abcdefghijklmnopqrstuvwxyz0123456789"
     assert redact_cut("head " + secret[:20], [secret]) == "head ***"

@@ -31,8 +31,9 @@ import typer
 import typer.exceptions
 from typer.core import TyperGroup
 
-from agentstack_lab.errors import AgentstackError, message
+from agentstack_lab.errors import AgentstackError
 from agentstack_lab.events import camel_keys
+from agentstack_lab.redaction import public_message
 from agentstack_lab.validation import decode_utf8
 
 __all__ = [
@@ -107,14 +108,14 @@ def handled(verbose: bool = False) -> Iterator[None]:
     except _PASS_THROUGH:
         raise
     except AgentstackError as exc:
-        raise fail(message(exc)) from None
+        raise fail(public_message(exc)) from None
     except Exception as exc:
         from agentstack_lab.store.connection import storage_error
 
         known = storage_error(exc, _OPENED.get("db", "of the workspace"))   # disk full, read-only, damaged
         if known is not None:
             log.debug("storage error", exc_info=exc)
-            raise fail(message(known)) from None
+            raise fail(public_message(known)) from None
         _bug(exc, verbose)
         raise typer.Exit(EXIT_ERROR) from None
 

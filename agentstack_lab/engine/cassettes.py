@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentstack_lab.engine.redaction import redact, secret_values
+from agentstack_lab.redaction import redact, secret_values
 
 __all__ = ["provider_for", "run_secrets"]
 

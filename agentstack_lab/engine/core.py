@@ -49,8 +49,11 @@ from agentstack_lab.events import (
     ErrorEvent,
     OutboundEvent,
     UserQuery,
+    from_wire,
+    to_wire,
 )
 from agentstack_lab.providers.base import Usage
+from agentstack_lab.redaction import redact
 
 if TYPE_CHECKING:
     from agentstack_lab.agents.identity import AgentIdentity
@@ -113,6 +116,7 @@ class RunCore:
         self.hooks: Any = None  # lifecycle hooks (hooks.py), set at begin
         self._log: EventLog | None = None
         self._prompted: set[str] = set()   # agents whose prompt an agent-state event carried already
+        self._hidden_values: list[str] | None = None
         self._tokens = 0
         self._tokens_unenforceable = False
         self.control = RunControl(self)  # drift checks and consensus checkpoints (engine/gate.py)
@@ -154,7 +158,12 @@ class RunCore:
     # --- events (EventSink) -----------------------------------------------------------------------
 
     def emit(self, event: OutboundEvent, *, log: bool = True) -> None:
-        """Announce ``event`` to subscribers; ``log=False`` when another process already logged it."""
+        """Announce ``event`` to subscribers; ``log=False`` when another process already logged it.
+
+        Secret values (:meth:`secrets`) in it are replaced by ``***`` first: what the log stores and every
+        surface shows is the redacted event (a secret split across two text deltas is not caught).
+        """
+        event = self._redacted(event)
         self.events.append(event)
         if self._log is not None and log:
             self._log.append(event)
@@ -168,7 +177,23 @@ class RunCore:
         self.emit(AgentState(agent_id=node.id, state=node.state(with_content=with_content,
                                                                 with_prompt=first or with_content)), log=log)
         if self._log is not None:
-            self._log.agent_row(node.row(self.run_id, self.session_id))
+            hidden = self._hidden()
+            row = node.row(self.run_id, self.session_id)
+            self._log.agent_row(redact(row, hidden) if hidden else row)
+
+    def _hidden(self) -> list[str]:
+        """:meth:`secrets`, worked out once per run (events are many)."""
+        if self._hidden_values is None:
+            self._hidden_values = self.secrets()
+        return self._hidden_values
+
+    def _redacted(self, event: OutboundEvent) -> OutboundEvent:
+        hidden = self._hidden()
+        if not hidden:
+            return event
+        wire = to_wire(event)
+        clean = redact(wire, hidden)
+        return event if clean == wire else from_wire(clean)
 
     async def flush_log(self) -> None:
         """Write the buffered events now (before another process is told to log after them)."""

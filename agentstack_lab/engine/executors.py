@@ -48,7 +48,7 @@ from agentstack_lab.engine.capture import (
     keep_bundle,
 )
 from agentstack_lab.engine.provenance import Journal
-from agentstack_lab.engine.redaction import SECRET_HINTS, clip, redact, redact_cut, secret_values
+from agentstack_lab.redaction import SECRET_HINTS, clip, redact, redact_cut, secret_values
 from agentstack_lab.validation import seconds_text
 
 __all__ = ["ExecResult", "ExecContext", "Executor", "LiveKernelExecutor", "SubprocessExecutor",

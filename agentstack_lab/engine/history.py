@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentstack_lab.engine.provenance import Change, UndoRefusedError
-from agentstack_lab.engine.redaction import redact, secret_values
+from agentstack_lab.redaction import redact, secret_values
 from agentstack_lab.store import provenance
 
 __all__ = ["change_rows", "undo_run", "resolve_run", "workspace_secrets", "MIN_PREFIX"]

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentstack_lab.engine.capture import fingerprint, mentioned_names
-from agentstack_lab.engine.redaction import SECRET_HINTS, redact
 from agentstack_lab.errors import AgentstackError
+from agentstack_lab.redaction import SECRET_HINTS, redact
 
 __all__ = ["Change", "Journal", "Pending", "UndoRefusedError", "summarise", "DEFAULT_UNDO_MAX_BYTES"]
 

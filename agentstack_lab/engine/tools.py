@@ -2,7 +2,7 @@
 
 Every tool call gets exactly one ``tool-result``, also when it fails closed (a headless run with
 no approval: the result carries the error, then the run fails). Everything a tool returns is
-redacted before it is cut for the model (:mod:`~agentstack_lab.engine.redaction`). Tools see their
+redacted before it is cut for the model (:mod:`~agentstack_lab.redaction`). Tools see their
 run only through :class:`~agentstack_lab.engine.context.AgentContext`.
 """
 
@@ -12,10 +12,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.options import HeadlessQueryError
-from agentstack_lab.engine.redaction import redact
 from agentstack_lab.engine.threads import thread_call
 from agentstack_lab.events import ToolCall, ToolName, ToolResult
 from agentstack_lab.providers.base import ToolResultBlock, ToolSpec, ToolUseEvent
+from agentstack_lab.redaction import redact
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.context import AgentContext

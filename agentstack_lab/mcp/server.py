@@ -19,11 +19,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentstack_lab.errors import AgentstackError, message
+from agentstack_lab.errors import AgentstackError
 from agentstack_lab.events import camel_keys
 from agentstack_lab.mcp.tools import TOOL_NAMES, Toolbox
 from agentstack_lab.mcp.tools_review import REVIEW_TOOL_NAMES, ReviewTools
 from agentstack_lab.mcp.tools_tasks import TASK_TOOL_NAMES, TaskTools
+from agentstack_lab.redaction import public_message
 
 if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
@@ -66,7 +67,7 @@ def _guard(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             result = fn(**kwargs)
             return camel_keys(await result if inspect.isawaitable(result) else result)
         except AgentstackError as exc:
-            raise ToolError(message(exc)) from None
+            raise ToolError(public_message(exc)) from None
         except Exception:
             log.exception("MCP tool %s failed with an unexpected error (a bug)", name)
             raise ToolError(INTERNAL_ERROR) from None

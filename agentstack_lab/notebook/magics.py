@@ -57,7 +57,9 @@ class AgentRunFailed(OneLineError):
 
 
 def _usage(exc: Exception) -> UsageError:
-    return UsageError(str(exc))
+    from agentstack_lab.redaction import public_message
+
+    return UsageError(public_message(exc))
 
 
 # -- the workspace ---------------------------------------------------------------------------------
@@ -97,7 +99,9 @@ def _check_names(args: AgentArgs, workspace: Workspace, namespace: dict[str, Any
                              "(it needs a stream() method)")
         return agent_type, obj
     if name not in workspace.providers:
-        raise UsageError(f"unknown provider {name!r}; valid providers: {', '.join(workspace.providers.names())}")
+        from agentstack_lab.redaction import redact, secret_values
+
+        raise UsageError(f"unknown provider {redact(repr(name), secret_values())}; valid providers: {', '.join(workspace.providers.names())}")
     if args.replay and args.replay_mode in (None, "strict"):
         return agent_type, name  # a strict replay never builds the real provider: no key needed
     overrides = {"model": args.model} if args.model else {}

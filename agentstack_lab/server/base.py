@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_server.base.handlers import APIHandler
 
-from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
+from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError
 from agentstack_lab.events import camel_keys
+from agentstack_lab.redaction import public_message
 from agentstack_lab.server.hub import EventHub
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ class BaseHandler(APIHandler):
         exc = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(exc, AgentstackError):
             self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps({"message": message(exc)}))
+            self.finish(json.dumps({"message": public_message(exc)}))
             return
         super().write_error(status_code, **kwargs)
 

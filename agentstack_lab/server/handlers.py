@@ -24,6 +24,7 @@ from tornado import websocket
 
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError, message
 from agentstack_lab.events import ACTION_OF, STATUS_OF
+from agentstack_lab.redaction import public_message
 from agentstack_lab.server.base import PREFIX, BaseHandler, ServerState, loads_json, person_name
 from agentstack_lab.server.hub import Message, dumps
 
@@ -316,9 +317,9 @@ class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
                 raise UsageError(f"{event.type} is an outbound event; clients send start-agent, user-response, "
                                  "user-intervention or get-agent-tree")
         except ValueError as exc:
-            self._send_error(message(exc) if isinstance(exc, AgentstackError) else f"not a valid message: {exc}")
+            self._send_error(public_message(exc) if isinstance(exc, AgentstackError) else f"not a valid message: {exc}")
         except AgentstackError as exc:
-            self._send_error(message(exc))
+            self._send_error(public_message(exc))
         except Exception:
             self.log.exception("agentstack-lab: WebSocket message failed")
             self._send_error("internal error (see the server log)")

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from agentstack_lab.errors import UsageError
+from agentstack_lab.redaction import redact, secret_values
 from agentstack_lab.tasks.consensus import Checkpoint, Consensus
 from agentstack_lab.tasks.drift import DriftDetector, DriftPreventedError
 from agentstack_lab.tasks.store import TaskStore
@@ -38,6 +39,9 @@ class TaskService:
                  agent_types: Any = None):
         self.store = TaskStore(db, session_exists=session_exists)
         self.agent_types = agent_types   # the workspace's agent types: an unknown --type is refused up front
+        providers = getattr(config, "providers", None)
+        self._keys = [getattr(getattr(providers, name, None), "api_key", None) for name in ("anthropic", "openai",
+                                                                                             "ollama")]
         self.drift = DriftDetector(db, embedder, config.drift)
         self.consensus = Consensus(db, config.consensus, decisions) if decisions is not None else None
 
@@ -60,6 +64,8 @@ class TaskService:
             raise UsageError(f"unknown risk level {risk_level!r}; expected one of {', '.join(RISK_LEVELS)}")
         if self.agent_types is not None:
             self.agent_types.get(agent_type)   # an unknown type: one line naming the known ones
+        if input is not None:   # a key pasted into a task is not stored (nor shown by task list/get)
+            input = redact(input, secret_values([k for k in self._keys if k is not None]))
         drift = None
         task_id = str(uuid.uuid4())  # known before the drift check, so its event row names the task
         if parent_id is not None:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["SECRET_HINTS", "REDACTED", "secret_values", "redact", "redact_cut", "clip"]
+__all__ = ["SECRET_HINTS", "REDACTED", "secret_values", "redact", "redact_cut", "clip", "public_message"]
 
 SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 REDACTED = "***"
@@ -65,3 +65,14 @@ def clip(text: str, limit: int, secrets: Sequence[str] = (), *, marker: str = "\
     """``text`` redacted, then cut to head + tail of ``limit // 2`` characters each if longer than ``limit``."""
     text = redact(text, secrets)
     return text if len(text) <= limit else text[: limit // 2] + marker + text[-(limit // 2):]
+
+
+def public_message(exc: BaseException) -> str:
+    """The one line a surface shows for ``exc`` (:func:`agentstack_lab.errors.message`), secrets replaced.
+
+    An error may quote a value that came from the environment (a config value of ``${ANTHROPIC_API_KEY}``
+    named as an unknown provider, a DSN with its password): every surface shows errors through this.
+    """
+    from agentstack_lab.errors import message
+
+    return redact(message(exc), secret_values())
