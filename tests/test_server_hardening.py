@@ -1,4 +1,4 @@
-"""The server extension under bad input, in a real Jupyter server (issue 26 items 4, 8, 9, 10, 14).
+"""The server extension under bad input, in a real Jupyter server (issue 26 items 4, 7, 8, 9, 10, 14).
 
 Malformed bodies are a 400 with one line, never a 500; run options never reach outside the workspace;
 a WebSocket's ``?after`` and deep JSON are one error line; ``get-agent-tree`` takes a ``runId``.
@@ -198,4 +198,35 @@ def test_get_agent_tree_takes_a_run_id_and_prefixes_need_4_characters(jp_fetch, 
             await jp_fetch("agentstack", "api", "runs", run_id[:3])
         assert info.value.code == 400 and "at least 4 characters" in json.loads(info.value.response.body)["message"]
         assert json.loads((await jp_fetch("agentstack", "api", "runs", run_id[:4])).body)["runId"] == run_id
+    jp_asyncio_loop.run_until_complete(body())
+
+
+def test_a_slow_runs_page_does_not_hold_up_other_requests(jp_fetch, jp_asyncio_loop, monkeypatch):
+    """Item 7: the database work of ``GET runs`` runs off the event loop. The page is held open (as a slow
+    query at 1M events would be) and ``health/live`` and ``GET runs/<id>`` are answered meanwhile; with
+    the work on the loop they would wait for it (the probe: ~0.5 s per panel refresh at 940k events)."""
+    import threading
+
+    from agentstack_lab.server import handlers
+
+    release, entered = threading.Event(), threading.Event()
+    page = handlers.runs_page
+
+    def slow_page(db, limit):
+        entered.set()
+        release.wait(30)
+        return page(db, limit)
+
+    monkeypatch.setattr(handlers, "runs_page", slow_page)
+
+    async def body():
+        runs = asyncio.ensure_future(jp_fetch("agentstack", "api", "runs", params={"limit": "50"}))
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        try:
+            live = await asyncio.wait_for(jp_fetch("agentstack", "api", "health", "live"), 10)
+            assert live.code == 200 and not runs.done()   # answered while the runs page is still held
+        finally:
+            release.set()
+        assert (await runs).code == 200
     jp_asyncio_loop.run_until_complete(body())
