@@ -15,12 +15,14 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from agentstack_lab.engine.liveness import Heartbeat, register_owner
 from agentstack_lab.engine.threads import thread_call
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.events import OutboundEvent, from_wire, to_wire
+from agentstack_lab.store.connection import storage_reason
 from agentstack_lab.validation import seconds_text, storable
 
 __all__ = ["EventLog", "EventLogError", "read_events", "rebuild_tree", "list_runs"]
@@ -32,17 +34,16 @@ class EventLogError(AgentstackError):
     """The run's events could not be stored (disk full, a read-only or damaged database), even after retrying."""
 
 
-def _reason(exc: BaseException | None) -> str:
+_REASONS = {"the disk is full": "the disk is full", "read-only": "the database file is read-only",
+            "damaged": "the database file is damaged", "locked": "the database is locked by another process"}
+
+
+def _reason(exc: BaseException | None, folder: Any = None) -> str:
     """A storage failure as people read it: ``the disk is full``, ``the database file is read-only``, ..."""
-    text = str(exc or "unknown error")
-    low = text.lower()
-    if "disk is full" in low or "no space" in low:
-        return "the disk is full"
-    if "readonly" in low or "read-only" in low:
-        return "the database file is read-only"
-    if "locked" in low or "busy" in low:
-        return "the database is locked by another process"
-    return f"{type(exc).__name__}: {text}" if exc is not None else text
+    if exc is None:
+        return "unknown error"
+    known = storage_reason(exc, folder)
+    return _REASONS[known] if known else f"{type(exc).__name__}: {exc}"
 
 
 class EventLog:
@@ -95,6 +96,10 @@ class EventLog:
 
     def agent_row(self, row: dict[str, Any]) -> None:
         self._rows[row["id"]] = row
+
+    def _folder(self) -> Any:
+        path = getattr(self.db, "path", None)
+        return Path(path).parent if isinstance(path, str | Path) and str(path) != ":memory:" else None
 
     @property
     def pending(self) -> int:
@@ -153,7 +158,7 @@ class EventLog:
         if self.failing_since is None:
             self.failing_since = now
             log.warning("agentstack-lab: could not write %d events of run %s (%s); retrying for up to %s",
-                        len(self._events), self.run_id, _reason(exc), seconds_text(self.retry_s))
+                        len(self._events), self.run_id, _reason(exc, self._folder()), seconds_text(self.retry_s))
         self._next_try = now + min(1.0, self.interval * 2 ** min(self.failed_writes, 10))
         if now - self.failing_since >= self.retry_s and not self._told:
             self._told = True
@@ -170,7 +175,7 @@ class EventLog:
         """The error that says which events could not be stored, and why."""
         since = seconds_text(time.monotonic() - self.failing_since) if self.failing_since is not None else "0 s"
         return EventLogError(f"the event log of run {self.run_id} could not be written for {since} "
-                             f"({_reason(self.last_error)}): {len(self._events)} events are not stored")
+                             f"({_reason(self.last_error, self._folder())}): {len(self._events)} events are not stored")
 
     def _take(self) -> tuple[list[tuple[OutboundEvent, float]], list[dict[str, Any]]]:
         events, self._events = self._events, []

@@ -29,7 +29,7 @@ from agentstack_lab.store.per_thread import PerThreadConnections
 
 log = logging.getLogger(__name__)
 
-__all__ = ["connect", "bulk_cache", "row_numbers", "write_transaction", "Database", "DatabaseOpenError", "ForeignDatabaseError", "StorageError", "storage_error", "writable", "read_only_uri", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
+__all__ = ["connect", "bulk_cache", "row_numbers", "write_transaction", "Database", "DatabaseOpenError", "ForeignDatabaseError", "StorageError", "storage_error", "storage_reason", "writable", "read_only_uri", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
 
 OperationalError = sqlite.OperationalError
 IntegrityError = sqlite.IntegrityError
@@ -58,20 +58,39 @@ class StorageError(AgentstackError):
     """The database could not be read or written: the disk is full, the file is read-only or damaged."""
 
 
-def storage_error(exc: BaseException, path: str | Path) -> StorageError | None:
-    """The one line for an SQLite error about the file itself (None: not such an error).
+def storage_reason(exc: BaseException, folder: str | Path | None = None) -> str | None:
+    """What an SQLite (or OS) error says about the database file, as people read it; None: not about the file.
 
-    Surfaces turn these into a message instead of "internal error": what happened, to which file, what to do.
+    ``"the disk is full"``, ``"read-only"``, ``"damaged"`` or ``"locked"``; ``folder`` (the database's) lets a
+    "disk I/O error" (SQLite failing to grow its -shm file) be recognised as a full disk.
     """
     if not isinstance(exc, sqlite.DatabaseError | OSError):
         return None
     low = str(exc).lower()
-    if "disk is full" in low or "no space" in low or ("disk i/o" in low and _disk_full(Path(path).parent)):
-        return StorageError(f"cannot write the database {path}: the disk is full; free some space and try again")
+    if "disk is full" in low or "no space" in low or ("disk i/o" in low and folder is not None
+                                                       and _disk_full(Path(folder))):
+        return "the disk is full"
     if "readonly" in low or "read-only" in low:
+        return "read-only"
+    if "malformed" in low or "not a database" in low:
+        return "damaged"
+    if is_busy(exc):
+        return "locked"
+    return None
+
+
+def storage_error(exc: BaseException, path: str | Path) -> StorageError | None:
+    """The one line for an SQLite error about the file itself (None: not such an error, or only busy).
+
+    Surfaces turn these into a message instead of "internal error": what happened, to which file, what to do.
+    """
+    reason = storage_reason(exc, Path(path).parent)
+    if reason == "the disk is full":
+        return StorageError(f"cannot write the database {path}: the disk is full; free some space and try again")
+    if reason == "read-only":
         return StorageError(f"cannot write the database {path}: it is on a read-only file system or file; "
                             "reading works, this needs to write")
-    if "malformed" in low or "not a database" in low:
+    if reason == "damaged":
         return StorageError(f"the database {path} is damaged ({exc}); restore it from a backup, or move it away "
                             "and a new one is made")
     return None
