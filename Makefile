@@ -18,7 +18,7 @@ VENV_VERSION := $(if $(wildcard $(BIN)/python),$(call VERSION_OF,$(BIN)/python))
 OTHER_PYTHON := $(and $(VENV_VERSION),$(filter-out $(PY_VERSION),$(VENV_VERSION)))
 STAMP := $(INSTALLED)$(if $(OTHER_PYTHON),-made-by-python-$(OTHER_PYTHON))
 
-.PHONY: demo test test-fast lint bench clean browser labext lab
+.PHONY: demo test test-fast lint docs bench clean browser labext lab
 
 $(STAMP): pyproject.toml
 	$(if $(OTHER_PYTHON),rm -rf $(VENV)  # made by Python $(OTHER_PYTHON); $(PY) is $(PY_VERSION))
@@ -77,9 +77,16 @@ labext: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
+# ruff, the layer contract, and pyright ([tool.pyright] in pyproject.toml: 0 errors, strict on the core layers)
 lint: $(STAMP)
 	$(BIN)/ruff check agentstack_lab tests benchmarks
 	$(BIN)/lint-imports
+	$(BIN)/pyright
+
+# The user guide (docs/, mkdocs-material) as a static site in site/; --strict: a broken link fails it.
+docs: $(STAMP)
+	$(BIN)/python docs/gen_config.py docs/reference/configuration.md
+	$(BIN)/mkdocs build --strict --site-dir site
 
 # Each prints a table with its peer measured in the same run; benchmarks/RESULTS.md has the latest.
 bench: $(STAMP)

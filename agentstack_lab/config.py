@@ -57,7 +57,7 @@ class _Section(BaseModel):
 
 # --- memory -------------------------------------------------------------------------------------
 class VectorConfig(_Section):
-    dimensions: int = Field(384, ge=8, le=8192)
+    dimensions: int = Field(default=384, ge=8, le=8192)
     cache: bool = True  # False: search with sqlite-vec's own KNN (no index beside the table; memory/vectors.py)
     # "shared": memory-mapped index files shared by every process (PQ + exact rescoring, memory/index.py);
     # "exact": an exact float32 copy of the table in each process (recall 1.0, ~1.5 GB per process at 1M)
@@ -65,12 +65,12 @@ class VectorConfig(_Section):
 
 
 class HybridConfig(_Section):
-    fts_weight: float = Field(1.0, ge=0)
-    vector_weight: float = Field(1.0, ge=0)
-    rrf_k: int = Field(60, ge=1)
+    fts_weight: float = Field(default=1.0, ge=0)
+    vector_weight: float = Field(default=1.0, ge=0)
+    rrf_k: int = Field(default=60, ge=1)
     # vector hits below this cosine similarity are dropped (unrelated entries add only noise); None: the
     # embedder's calibrated floor (hash embedder: 0.2 for 1-3 word queries, 0.35 longer; see memory/search.py)
-    min_vector_score: float | None = Field(None, ge=-1, le=1)
+    min_vector_score: float | None = Field(default=None, ge=-1, le=1)
 
 
 class PostgresConfig(_Section):
@@ -78,8 +78,8 @@ class PostgresConfig(_Section):
     # a secret (it may carry the password): masked in `config show`, never logged
     dsn: SecretStr | None = None
     index: Literal["hnsw", "exact"] = "hnsw"   # pgvector HNSW (approximate, iterative scan) or an exact scan
-    ef_search: int = Field(100, ge=1, le=1000)   # hnsw.ef_search: candidates per query (recall vs speed)
-    connect_timeout: float = Field(10.0, gt=0)
+    ef_search: int = Field(default=100, ge=1, le=1000)   # hnsw.ef_search: candidates per query (recall vs speed)
+    connect_timeout: float = Field(default=10.0, gt=0)
 
 
 class MemoryConfig(_Section):
@@ -89,7 +89,7 @@ class MemoryConfig(_Section):
     postgres: PostgresConfig = Field(default_factory=PostgresConfig)
     embedder: str = "hash"
     # largest entry content in UTF-8 bytes (store, store_many, every surface); checked before any work
-    max_entry_bytes: int = Field(10 * 1024 * 1024, ge=1)
+    max_entry_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     vector: VectorConfig = Field(default_factory=VectorConfig)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
 
@@ -99,12 +99,12 @@ class ProviderConfig(_Section):
     model: str | None = None
     api_key: SecretStr | None = None
     base_url: str | None = None
-    timeout: float = Field(60.0, gt=0)
-    max_retries: int = Field(3, ge=0)
+    timeout: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
 
 
 class CliProviderConfig(_Section):
-    timeout: float = Field(300.0, gt=0)
+    timeout: float = Field(default=300.0, gt=0)
 
 
 class ProvidersConfig(_Section):
@@ -118,21 +118,22 @@ class ProvidersConfig(_Section):
 # --- agents and services ------------------------------------------------------------------------
 class AgentsConfig(_Section):
     default_type: str = "researcher"
-    max_depth: int = Field(2, ge=0)
-    max_children: int = Field(4, ge=0)
-    max_agents: int = Field(16, ge=1)
-    max_tokens: int | None = Field(None, ge=1)
-    timeout_s: float | None = Field(None, gt=0)
+    max_depth: int = Field(default=2, ge=0)
+    max_children: int = Field(default=4, ge=0)
+    max_agents: int = Field(default=16, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    timeout_s: float | None = Field(default=None, gt=0)
     auto_approve: bool = False
     executor: Literal["live", "subprocess"] = "live"
-    max_turns: int = Field(8, ge=1)
+    max_turns: int = Field(default=8, ge=1)
     # the longest prompt a run takes (any surface); a longer one is refused in one line before anything starts
-    max_prompt_chars: int = Field(1_000_000, ge=1)
+    max_prompt_chars: int = Field(default=1_000_000, ge=1)
     # a question nobody answered up front: fail closed, wait for any surface, auto-approve (unset: each
     # surface's own choice, wait where a person is at a widget, fail on headless surfaces)
     on_query: Literal["fail", "wait", "auto"] | None = None
-    decision_timeout: float | None = Field(None, gt=0)  # seconds an unanswered question waits, then fails closed
-    max_workers: int = Field(4, ge=0)  # in-process workers of a coordinated run
+    # seconds an unanswered question waits, then fails closed
+    decision_timeout: float | None = Field(default=None, gt=0)
+    max_workers: int = Field(default=4, ge=0)  # in-process workers of a coordinated run
     # Dask scheduler where coordinated runs (--coordinate) place their subagents ("tcp://host:8786" or
     # "local"); None: in-process workers and any `agentstack-lab worker` process
     cluster: str | None = None
@@ -149,9 +150,9 @@ class DriftConfig(_Section):
     """Drift detection (seed §4.1, ``tasks/drift.py``): a subtask whose input repeats an ancestor's."""
 
     enabled: bool = False
-    threshold: float = Field(0.95, ge=0, le=1)
-    warning_threshold: float | None = Field(None, ge=0, le=1)
-    ancestor_depth: int = Field(3, ge=1)
+    threshold: float = Field(default=0.95, ge=0, le=1)
+    warning_threshold: float | None = Field(default=None, ge=0, le=1)
+    ancestor_depth: int = Field(default=3, ge=1)
     behavior: Literal["warn", "prevent"] = "warn"
 
     @model_validator(mode="after")
@@ -167,8 +168,8 @@ class ConsensusConfig(_Section):
     enabled: bool = False
     require_for_risk_levels: list[Literal["low", "medium", "high"]] = Field(default_factory=lambda: ["high", "medium"])
     reviewer_strategy: Literal["human", "adversarial", "auto"] = "adversarial"
-    timeout_s: float = Field(300.0, gt=0)
-    max_depth: int = Field(5, ge=1)
+    timeout_s: float = Field(default=300.0, gt=0)
+    max_depth: int = Field(default=5, ge=1)
     auto_reject: bool = False
     high_risk_agent_types: list[str] = Field(default_factory=lambda: ["coder", "devops", "security-auditor"])
     medium_risk_agent_types: list[str] = Field(default_factory=lambda: ["architect", "coordinator", "analyst"])
@@ -180,9 +181,9 @@ class ConsensusConfig(_Section):
 
 
 class WorkflowsConfig(_Section):
-    max_iterations: int = Field(3, ge=1)
-    cell_timeout: float = Field(600, gt=0)
-    pool_size: int = Field(2, ge=1)
+    max_iterations: int = Field(default=3, ge=1)
+    cell_timeout: float = Field(default=600, gt=0)
+    pool_size: int = Field(default=2, ge=1)
     # Dask scheduler for `workflow run` batches ("tcp://host:8786", or "local" for a LocalCluster); None: local pool
     cluster: str | None = None
 
@@ -196,14 +197,14 @@ class MonitoringConfig(_Section):
     """
 
     enabled: bool = True
-    max_files_accessed: int = Field(50, ge=1)
-    max_api_calls: int = Field(100, ge=1)
-    max_subtasks_spawned: int = Field(20, ge=1)
-    max_time_without_deliverable_s: float = Field(1800.0, gt=0)
-    max_tokens_consumed: int = Field(500_000, ge=1)
-    warning_at: float = Field(0.8, gt=0)
-    intervention_at: float = Field(1.0, gt=0)
-    termination_at: float = Field(1.5, gt=0)
+    max_files_accessed: int = Field(default=50, ge=1)
+    max_api_calls: int = Field(default=100, ge=1)
+    max_subtasks_spawned: int = Field(default=20, ge=1)
+    max_time_without_deliverable_s: float = Field(default=1800.0, gt=0)
+    max_tokens_consumed: int = Field(default=500_000, ge=1)
+    warning_at: float = Field(default=0.8, gt=0)
+    intervention_at: float = Field(default=1.0, gt=0)
+    termination_at: float = Field(default=1.5, gt=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> MonitoringConfig:
@@ -245,7 +246,7 @@ class UndoConfig(_Section):
 
     # a mentioned mutable value bigger than this is not copied before agent code runs: undo cannot
     # restore it if changed in place (listed on the approval card); 0 snapshots nothing
-    max_snapshot_bytes: int = Field(256 * 1024 * 1024, ge=0)
+    max_snapshot_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
 
 
 class EngineConfig(_Section):
@@ -254,7 +255,7 @@ class EngineConfig(_Section):
     undo: UndoConfig = Field(default_factory=UndoConfig)
     # how long a run keeps retrying an event-log write that fails (disk full, a locked or read-only
     # database) before it stops, failed, saying which events are not stored
-    event_log_retry_s: float = Field(30.0, gt=0)
+    event_log_retry_s: float = Field(default=30.0, gt=0)
 
 
 class NotebookConfig(_Section):
@@ -402,7 +403,7 @@ def _format_errors(exc: ValidationError, source: Path | None, filled: set[tuple[
             if "parsing" in kind or "from_float" in kind:
                 msg += got
         elif kind == "literal_error":
-            msg = f"expected {err['ctx']['expected']}{got}"
+            msg = f"expected {err.get('ctx', {}).get('expected', 'one of the allowed values')}{got}"
         else:
             msg = err["msg"].lower()
         lines.append(f"{path}: {msg}")

@@ -31,7 +31,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, cast, get_args
 
 from agentstack_lab.errors import AgentstackError
 
@@ -220,7 +220,7 @@ class UserQuery:
     query_id: str
     kind: DecisionKind
     prompt: str
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,7 +248,7 @@ class StartAgent:
     type: Literal["start-agent"] = "start-agent"
     prompt: str
     agent_type: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict[str, Any])
 
     wire_names: ClassVar[dict[str, str]] = {"agent_type": "agentType"}
 
@@ -335,10 +335,11 @@ def camel_keys(value: Any) -> Any:
     Idempotent: camelCase keys come out as they went in, so a value converted at its source may be again.
     """
     if isinstance(value, Mapping):
+        mapping = cast("Mapping[Any, Any]", value)
         return {_key(k): v if k in OPAQUE else _data_keyed(v) if k in DATA_KEYED else camel_keys(v)
-                for k, v in value.items()}
+                for k, v in mapping.items()}
     if isinstance(value, list | tuple):
-        return [camel_keys(v) for v in value]
+        return [camel_keys(v) for v in cast("list[Any] | tuple[Any, ...]", value)]
     return value
 
 
@@ -349,7 +350,7 @@ def _key(key: Any) -> str:
 
 def _data_keyed(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {str(k): camel_keys(v) for k, v in value.items()}
+        return {str(k): camel_keys(v) for k, v in cast("Mapping[Any, Any]", value).items()}
     return camel_keys(value)
 
 
@@ -383,8 +384,10 @@ def _type_error(hint: Any, value: Any) -> str | None:
         return None if value is None else "must be null"
     base = origin or hint
     if base is dict:
-        ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
-        return None if ok else f"must be an object, got {type(value).__name__}"
+        got = type(value).__name__
+        keys: list[Any] = list(cast("dict[Any, Any]", value)) if isinstance(value, dict) else []
+        ok = isinstance(value, dict) and all(isinstance(k, str) for k in keys)
+        return None if ok else f"must be an object, got {got}"
     if base is str:
         return None if isinstance(value, str) else f"must be a string, got {type(value).__name__}"
     return None if isinstance(value, base) else f"must be {base.__name__}, got {type(value).__name__}"
@@ -392,7 +395,7 @@ def _type_error(hint: Any, value: Any) -> str | None:
 
 def from_wire(message: dict[str, Any]) -> Event:
     """Parse a wire message into its event class; a bad type, field or value is an ``EventDecodeError`` naming it."""
-    if not isinstance(message, dict):
+    if not isinstance(cast(object, message), dict):   # callers pass parsed JSON: any value
         raise EventDecodeError(f"event must be a JSON object, got {type(message).__name__}")
     kind = message.get("type")
     cls = _BY_TYPE.get(kind) if isinstance(kind, str) else None
@@ -408,9 +411,10 @@ def from_wire(message: dict[str, Any]) -> Event:
         if problem is not None:
             raise EventDecodeError(f"{kind}: field {key!r} {problem}")
         kwargs[attr] = value
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     missing = [key for key, (attr, _) in spec.items()
-               if attr not in kwargs and cls.__dataclass_fields__[attr].default is dataclasses.MISSING
-               and cls.__dataclass_fields__[attr].default_factory is dataclasses.MISSING]
+               if attr not in kwargs and fields[attr].default is dataclasses.MISSING
+               and fields[attr].default_factory is dataclasses.MISSING]
     if missing:
         raise EventDecodeError(f"{kind}: missing field {missing[0]!r}")
     return cls(**kwargs)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, cast
 
 from agentstack_lab.errors import UsageError
 
-__all__ = ["SQLITE_INT_MAX", "check_float", "check_int", "check_threshold", "decode_utf8", "seconds_text", "excerpt"]
+__all__ = ["SQLITE_INT_MAX", "as_dict", "as_dicts", "check_float", "check_int", "check_threshold", "decode_utf8", "seconds_text", "excerpt"]
 
 SQLITE_INT_MAX = 2**63 - 1  # the largest integer SQLite binds (a signed 64-bit int)
 
@@ -123,3 +123,15 @@ def excerpt(text: str | None, limit: int = 80) -> str:
     text = _MARKS.sub("", _FENCE.sub("", (text or "").strip())).strip()
     flat = " ".join(text.split("\n\n", 1)[0].split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def as_dict(value: object) -> dict[str, Any]:
+    """``value`` if it is a dict (parsed JSON, a snapshot, a task's result), else ``{}``; typed for reading."""
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
+
+
+def as_dicts(value: object) -> list[dict[str, Any]]:
+    """The dict items of ``value`` if it is a list or tuple (``children``, ``lost``), else ``[]``."""
+    if not isinstance(value, list | tuple):
+        return []
+    return [cast("dict[str, Any]", v) for v in cast("list[object]", value) if isinstance(v, dict)]

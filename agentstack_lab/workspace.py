@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from agentstack_lab.memory.sessions import Sessions
     from agentstack_lab.providers.base import Provider
     from agentstack_lab.providers.registry import ProviderRegistry
-    from agentstack_lab.store.connection import Database
+    from agentstack_lab.store.connection import SQLiteDatabase
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["Workspace", "Registries", "build_registries", "DB_DIRNAME", "DB_FILENAME"]
 
@@ -100,8 +101,8 @@ class Workspace:
         self._lock = threading.RLock()
         self._plugin_manager = plugins
         self._registries: Registries | None = None
-        self._db: Database | None = None
-        self._memory_db: Any = None   # a PgDatabase when memory.backend = "postgres"
+        self._db: SQLiteDatabase | None = None
+        self._memory_db: Database | None = None   # a PgDatabase when memory.backend = "postgres"
         self._memory: Memory | None = None
         self._sessions: Sessions | None = None
         self._embedder: Embedder | None = None
@@ -168,15 +169,15 @@ class Workspace:
 
     # --- lazily opened parts ------------------------------------------------------------------------
     @property
-    def db(self) -> Database:
+    def db(self) -> SQLiteDatabase:
         """The workspace database (opened and migrated on first use)."""
         if self._db is None:
             with self._lock:
                 if self._db is None:
-                    from agentstack_lab.store.connection import Database
+                    from agentstack_lab.store.connection import SQLiteDatabase
 
                     existed = Path(self.db_path).is_file()
-                    self._db = Database(self.db_path)
+                    self._db = SQLiteDatabase(self.db_path)
                     key = str(self.db_path)
                     if self.announce and key not in Workspace._announced:
                         Workspace._announced.add(key)

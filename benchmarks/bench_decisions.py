@@ -37,9 +37,9 @@ NO = {"needs_clarification": False, "has_question": False, "question": None}
 
 ANSWERER = textwrap.dedent("""
     import json, sys, time
-    from agentstack_lab.store.connection import Database
+    from agentstack_lab.store.connection import SQLiteDatabase
     from agentstack_lab.decisions import Decisions
-    ds = Decisions(Database(sys.argv[1]))
+    ds = Decisions(SQLiteDatabase(sys.argv[1]))
     want = int(sys.argv[2])
     print("ready", flush=True)
     done = 0

@@ -18,13 +18,13 @@ from agentstack_lab.agents import (
 )
 from agentstack_lab.agents.registry import AgentTypeError, core_definitions
 from agentstack_lab.plugins import hookimpl, load_plugins, new_manager
-from agentstack_lab.store import Database
+from agentstack_lab.store import SQLiteDatabase
 from agentstack_lab.workspace import Workspace
 
 
 @pytest.fixture
 def db(tmp_path):
-    d = Database(tmp_path / "a.db")
+    d = SQLiteDatabase(tmp_path / "a.db")
     yield d
     d.close()
 
@@ -99,8 +99,8 @@ def test_spawned_agents_are_visible_to_another_process(db):
     s = Spawner(db)
     a = s.spawn("researcher", name="bob")
     s.update_status(a.id, "running")
-    code = ("import sys; from agentstack_lab.store import Database; from agentstack_lab.agents import Spawner;"
-            "print(Spawner(Database(sys.argv[1])).get_by_name('bob').status)")
+    code = ("import sys; from agentstack_lab.store import SQLiteDatabase; from agentstack_lab.agents import Spawner;"
+            "print(Spawner(SQLiteDatabase(sys.argv[1])).get_by_name('bob').status)")
     out = subprocess.run([sys.executable, "-c", code, str(db.path)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "running"
 

@@ -168,8 +168,8 @@ def test_bus_send_broadcast_subscribe_in_process(ws):
 
 
 def test_bus_across_processes(ws):
-    code = ("import sys; from agentstack_lab.store.connection import Database; "
-            "from agentstack_lab.coordination import MessageBus; b = MessageBus(Database(sys.argv[1])); "
+    code = ("import sys; from agentstack_lab.store.connection import SQLiteDatabase; "
+            "from agentstack_lab.coordination import MessageBus; b = MessageBus(SQLiteDatabase(sys.argv[1])); "
             "b.send('worker-agent', 'coordinator', 'result', {'answer': 42}); b.broadcast('worker-agent', 'bye')")
 
     async def main() -> list:

@@ -19,12 +19,12 @@ from agentstack_lab.decisions import (
     normalise_answer,
 )
 from agentstack_lab.errors import AgentstackError
-from agentstack_lab.store.connection import Database
+from agentstack_lab.store.connection import SQLiteDatabase
 
 
 @pytest.fixture
 def db(tmp_path):
-    d = Database(tmp_path / "ws.db")
+    d = SQLiteDatabase(tmp_path / "ws.db")
     yield d
     d.close()
 
@@ -105,9 +105,9 @@ def test_wait_in_process_fast_path_and_timeout(db):
 
 _ANSWER = textwrap.dedent("""
     import sys, json
-    from agentstack_lab.store.connection import Database
+    from agentstack_lab.store.connection import SQLiteDatabase
     from agentstack_lab.decisions import Decisions, DecisionClosedError
-    db = Database(sys.argv[1])
+    db = SQLiteDatabase(sys.argv[1])
     ds = Decisions(db)
     print("ready", flush=True)
     sys.stdin.readline()
@@ -168,7 +168,7 @@ def test_answering_process_killed_mid_answer_leaves_it_pending_or_answered(db):
     """SIGKILL inside the answer's transaction: the row is pending (never half written), then answerable."""
     script = textwrap.dedent("""
         import contextlib, os, signal, sys
-        from agentstack_lab.store.connection import Database
+        from agentstack_lab.store.connection import SQLiteDatabase
         from agentstack_lab.decisions import Decisions
 
         class Killing:  # the real answer(), killed right after its UPDATE ran, before COMMIT
@@ -180,7 +180,7 @@ def test_answering_process_killed_mid_answer_leaves_it_pending_or_answered(db):
                     os.kill(os.getpid(), signal.SIGKILL)
                 return cur
 
-        db = Database(sys.argv[1])
+        db = SQLiteDatabase(sys.argv[1])
         real = db.transaction
         @contextlib.contextmanager
         def transaction():
@@ -193,7 +193,7 @@ def test_answering_process_killed_mid_answer_leaves_it_pending_or_answered(db):
     d = ds.create(kind="clarification", prompt="Which year?")
     proc = subprocess.run([sys.executable, "-c", script, str(db.path), d.id], timeout=60)
     assert proc.returncode == -9
-    again = Decisions(Database(db.path))
+    again = Decisions(SQLiteDatabase(db.path))
     row = again.get(d.id)
     assert row.state == "pending" and row.answer is None and row.answered_by is None
     assert again.answer(d.id, "2024", by="carol").state == "answered"

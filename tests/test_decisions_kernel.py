@@ -12,12 +12,12 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from agentstack_lab.decisions import Decisions
-from agentstack_lab.store.connection import Database
+from agentstack_lab.store.connection import SQLiteDatabase
 
 pytestmark = pytest.mark.slow
 
 
-def _decisions(db: Database, want: int, timeout: float = 60) -> list:
+def _decisions(db: SQLiteDatabase, want: int, timeout: float = 60) -> list:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         items = Decisions(db).list()
@@ -46,7 +46,7 @@ def test_rerun_cell_and_dead_kernel_cancel_pending_decisions(workdir):
     try:
         _execute_as_cell(kc, "%load_ext agentstack_lab", "cell-setup")
         _execute_as_cell(kc, ask, "cell-ask")
-        db = Database(workdir / ".agentstack" / "agentstack.db")
+        db = SQLiteDatabase(workdir / ".agentstack" / "agentstack.db")
         (first,) = _decisions(db, 1)
         assert first.kind == "approval" and first.pending
         _execute_as_cell(kc, ask, "cell-ask")  # the same cell again: its old run is stopped, its question cancelled

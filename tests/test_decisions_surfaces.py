@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentstack_lab.decisions import Decisions
-from agentstack_lab.store.connection import Database
+from agentstack_lab.store.connection import SQLiteDatabase
 
 SCRIPT = Path(sys.executable).with_name("agentstack-lab")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
@@ -97,7 +97,7 @@ def test_headless_run_whose_decision_expires_fails_closed(workdir):
 
 
 def test_cli_bad_input_is_one_line_and_changes_nothing(workdir):
-    db = Database(workdir / ".agentstack" / "agentstack.db")
+    db = SQLiteDatabase(workdir / ".agentstack" / "agentstack.db")
     ds = Decisions(db)
     q = ds.create(kind="clarification", prompt="Which year?")
     for args, message in [
@@ -127,7 +127,7 @@ def test_auto_policy_approves_and_records_it(workdir):
 
 
 def _applied(folder: Path, count: int, timeout: float = 30) -> list[tuple]:
-    db = Database(folder / ".agentstack" / "agentstack.db")
+    db = SQLiteDatabase(folder / ".agentstack" / "agentstack.db")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         rows = [tuple(r) for r in db.query("SELECT action, applied_at IS NOT NULL, error FROM interventions ORDER BY id")]

@@ -285,8 +285,8 @@ async def test_stop_cancels_exactly_the_subtree(ws):
     run = AgentRun("root", workspace=ws, provider=p, options=RunOptions(auto_approve=True)).start()
     await asyncio.wait_for(started.wait(), 10)
     await asyncio.sleep(0.2)  # the event log flushes agent rows every 50 ms: another process sees them live
-    code = ("import sys, json; from agentstack_lab.store import Database; from agentstack_lab.agents import Spawner;"
-            "print(json.dumps({a.prompt: a.status for a in Spawner(Database(sys.argv[1])).list(run_id=sys.argv[2])}))")
+    code = ("import sys, json; from agentstack_lab.store import SQLiteDatabase; from agentstack_lab.agents import Spawner;"
+            "print(json.dumps({a.prompt: a.status for a in Spawner(SQLiteDatabase(sys.argv[1])).list(run_id=sys.argv[2])}))")
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, str(ws.db.path), run.id,
                                                 stdout=asyncio.subprocess.PIPE)
     seen = json.loads((await proc.communicate())[0])

@@ -225,9 +225,9 @@ def test_renaming_an_identity_to_a_taken_name_is_a_clear_error(tmp_path):
     """``update(display_name=...)`` refuses a taken name like ``create`` does, and changes nothing."""
     from agentstack_lab.agents.identity import IdentityService
     from agentstack_lab.agents.registry import AgentRegistry
-    from agentstack_lab.store import Database
+    from agentstack_lab.store import SQLiteDatabase
 
-    db = Database(tmp_path / "i.db")
+    db = SQLiteDatabase(tmp_path / "i.db")
     try:
         ids = IdentityService(db, AgentRegistry())
         ids.create("analyst", display_name="Ana")

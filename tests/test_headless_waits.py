@@ -17,7 +17,7 @@ import pytest
 
 from agentstack_lab.decisions import Decisions
 from agentstack_lab.decisions.announce import PendingAnnouncer, waiting_line
-from agentstack_lab.store.connection import Database
+from agentstack_lab.store.connection import SQLiteDatabase
 
 SCRIPT = Path(sys.executable).with_name("agentstack-lab")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
@@ -103,7 +103,7 @@ def test_workflow_run_names_the_decision_its_notebook_waits_on(workdir):
 
 
 def test_the_announcer_says_each_pending_decision_once_for_its_runs(tmp_path):
-    db = Database(tmp_path / "a.db")
+    db = SQLiteDatabase(tmp_path / "a.db")
     store = Decisions(db)
     lines: list[str] = []
     ours: set[str] = {"run-a"}
@@ -127,11 +127,11 @@ def test_the_announcer_says_each_pending_decision_once_for_its_runs(tmp_path):
 def test_the_announcer_waits_for_a_database_that_does_not_exist_yet(tmp_path):
     path = tmp_path / "later.db"
     lines: list[str] = []
-    announcer = PendingAnnouncer(lambda: Database(path) if path.exists() else None, lines.append, grace=0.0, poll=0.05)
+    announcer = PendingAnnouncer(lambda: SQLiteDatabase(path) if path.exists() else None, lines.append, grace=0.0, poll=0.05)
     with announcer:
         time.sleep(0.2)
         assert not path.exists()     # it never creates the workspace it watches
-        Decisions(Database(path)).create(kind="final", prompt="is this the answer?", run_id="r")
+        Decisions(SQLiteDatabase(path)).create(kind="final", prompt="is this the answer?", run_id="r")
         deadline = time.monotonic() + 10
         while not lines and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -17,7 +17,7 @@ from agentstack_lab.agents.spawner import AgentNameTakenError
 from agentstack_lab.cli import app
 from agentstack_lab.engine import AgentRun, RunOptions
 from agentstack_lab.errors import AgentstackError
-from agentstack_lab.store import Database
+from agentstack_lab.store import SQLiteDatabase
 from agentstack_lab.store import migrations as mig
 from agentstack_lab.workspace import Workspace
 
@@ -156,7 +156,7 @@ def test_the_agents_migrations_upgrade_a_database_with_agents(tmp_path, monkeypa
     names = [n for n, _ in mig.MIGRATIONS]
     cut = names.index("engine_agents_identity")
     monkeypatch.setattr(mig, "MIGRATIONS", mig.MIGRATIONS[:cut])
-    db = Database(tmp_path / "old.db")
+    db = SQLiteDatabase(tmp_path / "old.db")
     for i, status in enumerate(("completed", "running")):
         db.execute("INSERT INTO agents (id, name, type, status, created_at, updated_at) VALUES (?,?,?,?,?,?)",
                    (f"a{i}", f"old-{i}", "coder", status, f"2024-01-0{i + 1}", "x"))
@@ -168,7 +168,7 @@ def test_the_agents_migrations_upgrade_a_database_with_agents(tmp_path, monkeypa
     assert {"agents_session", "agents_run", "agents_status", "agents_identity", "agents_live_name"} <= indexes
     table_sql = db.query("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'agents'")[0][0]
     assert "UNIQUE" not in table_sql and "identity_id TEXT" in table_sql  # the old inline UNIQUE is gone
-    fresh = Database(tmp_path / "new.db")
+    fresh = SQLiteDatabase(tmp_path / "new.db")
     schema = "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'agents' ORDER BY type, name"
     assert [tuple(r) for r in db.query(schema)] == [tuple(r) for r in fresh.query(schema)]
     db.close()

@@ -9,7 +9,7 @@ workspace), serving the lab extension exactly as committed in ``labextension/dis
   the run, which lists it with origin ``terminal`` and "1 waiting for you"; Approve in the panel lets
   that process finish (its approved code ran), and a toast says the run completed.
 - Light and dark theme: every badge and text of the panel is ≥ 4.5:1 against what is behind it,
-  computed in the browser from the rendered styles; screenshots go to ``notebooks/screenshots/``
+  computed in the browser from the rendered styles; screenshots go to ``docs/images/``
   with ``UPDATE_SCREENSHOTS=1``.
 - A notebook whose ``%agent`` ran in the background and with ``--wait`` is saved, closed, its kernel
   shut down, and reopened: each output shows its final tree, and no "model not found".

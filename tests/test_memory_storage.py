@@ -187,13 +187,13 @@ def test_a_bulk_write_checkpoints_the_wal_on_a_background_thread(tmp_path, monke
     from agentstack_lab.store import connection
 
     ran = []
-    original = connection.Database._checkpoint
+    original = connection.SQLiteDatabase._checkpoint
 
     def spy(self):
         ran.append(threading.current_thread().name)
         original(self)
 
-    monkeypatch.setattr(connection.Database, "_checkpoint", spy)
+    monkeypatch.setattr(connection.SQLiteDatabase, "_checkpoint", spy)
     with Workspace.open(tmp_path / "w", announce=False) as ws:
         ws.memory.store_many([(f"k{i}", t) for i, t in enumerate(_texts(500))])
         assert ws.db.query("PRAGMA wal_autocheckpoint")[0][0] == connection.AUTOCHECKPOINT   # restored

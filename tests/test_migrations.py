@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentstack_lab.store.connection import Database
+from agentstack_lab.store.connection import SQLiteDatabase
 from agentstack_lab.store.migrations import MIGRATIONS, applied, migrate
 from agentstack_lab.workspace import Workspace
 
@@ -23,7 +23,7 @@ GOLDEN_WORKSPACE = Path(__file__).parent / "golden" / "workspace_before_split.db
 GOLDEN_TEXT = "a workspace file made before store/migrations.py became a package"
 
 
-def _schema(db: Database) -> list[tuple[str, str, str]]:
+def _schema(db: SQLiteDatabase) -> list[tuple[str, str, str]]:
     rows = db.query("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name")
     return [(r[0], r[1], re.sub(r"\s+", " ", r[2] or "").strip()) for r in rows]
 
@@ -45,7 +45,7 @@ def test_registering_a_duplicate_name_is_refused():
 
 @pytest.fixture(scope="module")
 def fresh_schema(tmp_path_factory):
-    db = Database(tmp_path_factory.mktemp("fresh") / "a.db")
+    db = SQLiteDatabase(tmp_path_factory.mktemp("fresh") / "a.db")
     try:
         return _schema(db), applied(db)
     finally:
@@ -55,12 +55,12 @@ def fresh_schema(tmp_path_factory):
 @pytest.mark.parametrize("k", range(len(MIGRATIONS)))
 def test_upgrade_from_every_prefix_ends_in_the_same_schema(tmp_path, fresh_schema, k):
     path = tmp_path / "old.db"
-    old = Database(path, migrate=False)
+    old = SQLiteDatabase(path, migrate=False)
     migrate(old, upto=k)
     assert applied(old) == [n for n, _ in MIGRATIONS[:k]]
     old.close()
 
-    upgraded = Database(path)   # the current code opens the old file
+    upgraded = SQLiteDatabase(path)   # the current code opens the old file
     try:
         schema, names = fresh_schema
         assert applied(upgraded) == names
@@ -70,7 +70,7 @@ def test_upgrade_from_every_prefix_ends_in_the_same_schema(tmp_path, fresh_schem
 
 
 def test_migrating_twice_applies_nothing(tmp_path):
-    db = Database(tmp_path / "a.db")
+    db = SQLiteDatabase(tmp_path / "a.db")
     try:
         assert migrate(db) == []
     finally:
@@ -85,7 +85,7 @@ def make_workspace_file(path: Path) -> None:
     """
     with Workspace.open(path, announce=False) as ws:
         ws.memory.store("golden", GOLDEN_TEXT)
-    db = Database(path, migrate=False)
+    db = SQLiteDatabase(path, migrate=False)
     try:
         db.execute("PRAGMA journal_mode = DELETE")
         db.execute("PRAGMA page_size = 1024")
@@ -96,7 +96,7 @@ def make_workspace_file(path: Path) -> None:
 
 def _bookkeeping(path: Path) -> tuple[list[tuple], int, list[tuple]]:
     """``_migrations`` rows (id, name, applied_at), ``user_version`` and the schema text, read without migrating."""
-    db = Database(path, migrate=False)
+    db = SQLiteDatabase(path, migrate=False)
     try:
         rows = [tuple(r) for r in db.query("SELECT id, name, applied_at FROM _migrations ORDER BY id")]
         (user_version,) = db.query("PRAGMA user_version")[0]

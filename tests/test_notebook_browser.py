@@ -16,7 +16,7 @@ text is ≥ 4.5:1 against what is really behind it (computed in the browser from
 styles); the approval card says how many lines run and where, and offers the rest of long code;
 Enter sends the answer; after Edit the tool panel shows the edited code and its traceback; text
 and tool calls read in the order they happened; re-running the cell leaves no run pending in the
-workspace database. Screenshots go to ``notebooks/screenshots/`` (light and dark) for the README with
+workspace database. Screenshots go to ``docs/images/`` (light and dark) for the README with
 ``UPDATE_SCREENSHOTS=1``, else to a temporary folder.
 
 ``make test`` installs chromium (``make browser``, as root with apt-get); elsewhere this test skips.
@@ -49,7 +49,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 
 
 def docs_dir() -> Path:
-    return (Path(__file__).resolve().parent.parent / "notebooks" / "screenshots" if os.environ.get("UPDATE_SCREENSHOTS")
+    return (Path(__file__).resolve().parent.parent / "docs" / "images" if os.environ.get("UPDATE_SCREENSHOTS")
             else Path(tempfile.gettempdir()) / "agentstack-screenshots")
 
 
@@ -227,7 +227,7 @@ def _set_theme(page, name: str) -> None:
 
 
 def _screenshot(locator, name: str) -> None:
-    """A README screenshot under notebooks/screenshots/ (PNG, kept small: the tree only, no device scaling).
+    """A README screenshot under docs/images/ (PNG, kept small: the tree only, no device scaling).
 
     The page is made tall enough to hold the whole tree (a taller element in the notebook's scrolling
     panel comes out clipped), and notification toasts are left out of the picture.
@@ -247,9 +247,9 @@ def _screenshot(locator, name: str) -> None:
 
 def _agent_rows(root: Path) -> list[tuple[str, str, str | None]]:
     """(run id, status, parent) of every agent in the workspace database, via the package's own driver."""
-    from agentstack_lab.store.connection import Database
+    from agentstack_lab.store.connection import SQLiteDatabase
 
-    db = Database(root / ".agentstack" / "agentstack.db")
+    db = SQLiteDatabase(root / ".agentstack" / "agentstack.db")
     try:
         return [(r[0], r[1], r[2]) for r in db.query("SELECT run_id, status, parent_id FROM agents")]
     finally:

@@ -199,7 +199,7 @@ def test_code_blocks_reads_fences_and_skips_empty_ones():
 def test_keep_mode_in_a_kernel_lists_the_earlier_run_and_leaves_it_waiting(workdir):
     from jupyter_client.manager import start_new_kernel
 
-    from agentstack_lab.store.connection import Database
+    from agentstack_lab.store.connection import SQLiteDatabase
     from tests.test_decisions_kernel import _execute_as_cell
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -226,7 +226,7 @@ def test_keep_mode_in_a_kernel_lists_the_earlier_run_and_leaves_it_waiting(workd
             elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 break
         assert "LISTED True" in out, out
-        db = Database(workdir / ".agentstack" / "agentstack.db")
+        db = SQLiteDatabase(workdir / ".agentstack" / "agentstack.db")
         deadline = time.monotonic() + 30
         while True:
             roots = [r[0] for r in db.query("SELECT status FROM agents WHERE parent_id IS NULL")]

@@ -60,6 +60,7 @@ def test_wheel_carries_prompts_schema_and_builtin_notebooks_and_nothing_else(whe
             assert f"agentstack_lab/agents/prompts/{t}.md" in names, t
         assert len(CORE_AGENT_TYPES) == 11
         json.loads(zf.read("agentstack_lab/workflows/report.schema.json"))
+        assert "agentstack_lab/py.typed" in names   # PEP 561: type checkers read the package's annotations
         shipped = {n.rsplit("/", 1)[1] for n in names if n.startswith("agentstack_lab/workflows/builtin/")}
         in_repo = {p.name for p in NOTEBOOKS.glob("*.ipynb")}
         assert shipped == in_repo == {"doc_sync.ipynb", "code_review.ipynb"}, (shipped, in_repo)

@@ -1,4 +1,7 @@
-"""Every example in README.md is executed here (sqlite-utils ``test_docs`` style).
+"""Every example in README.md and in docs/ is executed here (sqlite-utils ``test_docs`` style).
+
+README.md's examples run in a workspace of their own; the docs pages' run in one workspace, page after
+page in the order of mkdocs.yml's ``nav`` (a later page's examples may use what an earlier one made).
 
 Each fenced block is preceded by a marker comment saying how it runs:
 ``<!-- test: kernel -->`` blocks become the cells of one notebook executed in a real kernel;
@@ -26,14 +29,28 @@ README = ROOT / "README.md"
 BLOCK = re.compile(r"(?:<!-- test: (?P<kind>[\w-]+)[^>]*-->\s*\n)?```(?P<lang>[\w-]*)\n(?P<body>.*?)```", re.S)
 
 
-def blocks() -> list[tuple[str | None, str, str]]:
-    return [(m["kind"], m["lang"], m["body"]) for m in BLOCK.finditer(README.read_text())]
+def doc_pages() -> list[Path]:
+    """The docs pages in the order of mkdocs.yml's nav."""
+    return [ROOT / "docs" / name for name in re.findall(r":\s*([\w/.-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)]
 
 
-def test_every_readme_block_says_how_it_is_tested():
-    unmarked = [body.splitlines()[0] for kind, lang, body in blocks() if kind is None and lang != "text"]
-    assert not unmarked, f"README blocks with no test marker: {unmarked}"
-    assert {kind for kind, lang, _ in blocks() if lang != "text"} <= {"kernel", "shell", "setup", "config"}
+GROUPS = {"readme": lambda: [README], "docs": doc_pages}
+
+
+def blocks(group: str = "readme") -> list[tuple[str | None, str, str]]:
+    return [(m["kind"], m["lang"], m["body"]) for page in GROUPS[group]() for m in BLOCK.finditer(page.read_text())]
+
+
+def test_every_docs_page_is_in_the_nav():
+    pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
+    assert pages == {p.relative_to(ROOT / "docs").as_posix() for p in doc_pages()}
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_block_says_how_it_is_tested(group):
+    unmarked = [body.splitlines()[0] for kind, lang, body in blocks(group) if kind is None and lang != "text"]
+    assert not unmarked, f"{group} blocks with no test marker: {unmarked}"
+    assert {kind for kind, lang, _ in blocks(group) if lang != "text"} <= {"kernel", "shell", "setup", "config"}
 
 
 def test_setup_is_exactly_make_demo_and_make_test():
@@ -62,10 +79,12 @@ def _shell_script(body: str) -> str:
 
 
 @pytest.mark.slow
-def test_readme_shell_examples_run(workdir):
-    shell = [body for kind, lang, body in blocks() if kind == "shell"]
-    assert shell, "README has no shell examples"
-    configs = [body for kind, _, body in blocks() if kind == "config"]
+@pytest.mark.parametrize("group", GROUPS)
+def test_shell_examples_run(workdir, group):
+    workdir.mkdir(parents=True, exist_ok=True)
+    shell = [body for kind, lang, body in blocks(group) if kind == "shell"]
+    assert shell, f"{group} has no shell examples"
+    configs = [body for kind, _, body in blocks(group) if kind == "config"]
     for body in configs:
         json.loads(body)  # the documented config is valid JSON
         (workdir / "agentstack.config.json").write_text(body)
@@ -85,12 +104,14 @@ def test_readme_shell_examples_run(workdir):
 
 
 @pytest.mark.slow
-def test_readme_kernel_examples_run(workdir):
+@pytest.mark.parametrize("group", GROUPS)
+def test_kernel_examples_run(workdir, group):
     import nbformat
     from nbclient import NotebookClient
 
-    cells = [body for kind, _, body in blocks() if kind == "kernel"]
-    assert cells, "README has no notebook examples"
+    workdir.mkdir(parents=True, exist_ok=True)
+    cells = [body for kind, _, body in blocks(group) if kind == "kernel"]
+    assert cells, f"{group} has no notebook examples"
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(workdir)}})
     client.execute()

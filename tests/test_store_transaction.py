@@ -1,12 +1,12 @@
-"""Database.transaction(): a failed COMMIT rolls back and leaves the connection usable."""
+"""SQLiteDatabase.transaction(): a failed COMMIT rolls back and leaves the connection usable."""
 
 import pytest
 
-from agentstack_lab.store.connection import Database, sqlite
+from agentstack_lab.store.connection import SQLiteDatabase, sqlite
 
 
 def test_failed_commit_rolls_back_and_closes_the_transaction(tmp_path):
-    db = Database(tmp_path / "t.db", migrate=False)
+    db = SQLiteDatabase(tmp_path / "t.db", migrate=False)
     db.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
     db.execute("CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER"
                " REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
@@ -24,9 +24,9 @@ def test_failed_commit_rolls_back_and_closes_the_transaction(tmp_path):
 
 _CLOSE_WHILE_READING = r"""
 import sys, threading, time
-from agentstack_lab.store.connection import Database
+from agentstack_lab.store.connection import SQLiteDatabase
 
-db = Database(sys.argv[1], migrate=False)
+db = SQLiteDatabase(sys.argv[1], migrate=False)
 rows, slow = [], ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)"
                   " SELECT count(*), sum(i % 7) FROM n")
 for trial in range(60):
@@ -79,7 +79,7 @@ def test_close_closes_an_idle_threads_connection_at_once(tmp_path):
         return sum(os.readlink(f"/proc/self/fd/{fd}") == str(path) for fd in os.listdir("/proc/self/fd")
                    if os.path.exists(f"/proc/self/fd/{fd}"))
 
-    db = Database(path, migrate=False)
+    db = SQLiteDatabase(path, migrate=False)
     db.execute("CREATE TABLE t (x)")
     started, stop = threading.Event(), threading.Event()
 

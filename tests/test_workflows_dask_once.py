@@ -73,7 +73,11 @@ def test_finished_runs_of_a_lost_worker_are_not_executed_again(tmp_path):
     assert finished_there
     for i in finished_there:   # finished on the lost worker before it died: executed exactly once
         assert lines[i] == 1, (i, lines)
-        assert not runs[i].repeated and runs[i].result.status == "pass", runs[i]
+        assert not runs[i].repeated, runs[i]
+        # its result was fetched before the kill (pass), or it was lost with the worker: then the run says so
+        # and is not executed again (the kill races the fetch; both are the documented outcome)
+        res = runs[i].result
+        assert res.status == "pass" or (res.status == "error" and "not executed again" in res.message), res
     for i, run in enumerate(runs):   # only a run in flight on the lost worker repeats, and says so
         assert 1 <= lines[i] <= run.attempts, (i, lines, run)   # a retry may be lost before its cell ran
         if run.repeated:

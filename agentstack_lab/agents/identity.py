@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.agents.spawner import InvalidTransitionError, now_iso
 from agentstack_lab.errors import AgentstackError, UsageError
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["IdentityService", "AgentIdentity", "AuditEntry", "IDENTITY_TRANSITIONS", "IdentityNotFoundError",
            "IdentityRetiredError"]
@@ -82,7 +85,7 @@ class AuditEntry:
 class IdentityService:
     """Create, look up, list and move identities through their lifecycle."""
 
-    def __init__(self, db: Any, registry: Any = None):
+    def __init__(self, db: Database, registry: Any = None):
         self.db = db
         self.registry = registry
 

@@ -17,10 +17,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.events import AGENT_STATUSES, TERMINAL, TRANSITIONS
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["Spawner", "SpawnedAgent", "TRANSITIONS", "STATUSES", "TERMINAL", "InvalidTransitionError",
            "AgentNotFoundError", "AgentNameTakenError", "check_transition", "now_iso"]
@@ -99,7 +102,7 @@ _COLUMNS = ("id", "name", "type", "status", "run_id", "parent_id", "session_id",
 class Spawner:
     """Create, find, list and stop agents in a workspace database."""
 
-    def __init__(self, db: Any, registry: Any = None):
+    def __init__(self, db: Database, registry: Any = None):
         self.db = db
         self.registry = registry
 

@@ -34,6 +34,7 @@ from agentstack_lab.validation import check_float, check_int
 __all__ = ["STATUS_STYLE", "Watch", "app", "how_to_answer"]
 
 if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
     from agentstack_lab.workspace import Workspace
 
 app = typer.Typer(no_args_is_help=True, help="Run agents headless, list them, show a run's tree, watch live.")
@@ -358,7 +359,7 @@ def tree_command(ctx: typer.Context, run_id: str = typer.Argument(..., help="Run
 class Watch:
     """What ``agent watch`` shows: agent rows plus each agent's last event, following the log by ``seq``."""
 
-    def __init__(self, db: Any, *, run_id: str | None = None, limit: int = 30):
+    def __init__(self, db: Database, *, run_id: str | None = None, limit: int = 30):
         from agentstack_lab.engine.activity import EventFollower, last_events
         from agentstack_lab.engine.liveness import reap_orphans
 

@@ -24,7 +24,7 @@ import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import typer
@@ -35,6 +35,10 @@ from agentstack_lab.errors import AgentstackError
 from agentstack_lab.events import camel_keys
 from agentstack_lab.redaction import public_message
 from agentstack_lab.validation import decode_utf8
+
+if TYPE_CHECKING:
+    # TyperGroup.invoke takes the Context of typer's own copy of click (typer >= 0.29), not click's.
+    from typer._click import Context as _GroupContext
 
 __all__ = [
     "EXIT_ERROR",
@@ -126,7 +130,7 @@ _OPENED: dict[str, str] = {}   # the database of the workspace this command open
 class HandledGroup(TyperGroup):
     """The root group: every subcommand runs inside :func:`handled`."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: _GroupContext) -> Any:
         verbose = bool(ctx.params.get("verbose") or ctx.params.get("debug"))
         with handled(verbose):
             return super().invoke(ctx)

@@ -27,9 +27,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import UsageError
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["Message", "MessageBus", "POLL_S", "publish"]
 
@@ -83,7 +86,7 @@ def _row(r: Any) -> Message:
 class MessageBus:
     """``send``, ``broadcast``, ``subscribe(agent)``, ``subscribe_all`` over one workspace database."""
 
-    def __init__(self, db: Any, *, poll: float = POLL_S):
+    def __init__(self, db: Database, *, poll: float = POLL_S):
         self.db = db
         self.poll = poll
         self._lock = threading.Lock()
@@ -142,7 +145,8 @@ class MessageBus:
     def read(self, *, after_seq: int = 0, agent: str | None = None, type: str | None = None,  # noqa: A002
              limit: int = 1000) -> list[Message]:
         """Messages after ``after_seq`` (to ``agent`` or broadcast when given, of ``type`` when given)."""
-        where, params = ["seq > ?"], [int(after_seq)]
+        where: list[str] = ["seq > ?"]
+        params: list[Any] = [int(after_seq)]
         if agent is not None:
             where.append("(recipient = ? OR recipient IS NULL)")
             params.append(agent)

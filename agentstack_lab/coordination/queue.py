@@ -32,11 +32,14 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.coordination.bus import Message, MessageBus, publish
 from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError
 from agentstack_lab.validation import seconds_text
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["QueuedTask", "TaskQueue", "QueueError", "LeaseLostError", "QueuedTaskNotFoundError", "worker_name",
            "QUEUE_STATES", "LEASE_S", "POLL_S"]
@@ -124,7 +127,7 @@ def _types(agent_type: str | list[str] | tuple[str, ...] | None) -> tuple[str, .
 class TaskQueue:
     """Enqueue, claim (lease), renew, complete, fail, requeue, release and cancel queued tasks."""
 
-    def __init__(self, db: Any, *, bus: MessageBus | None = None, lease_s: float = LEASE_S, poll: float = POLL_S):
+    def __init__(self, db: Database, *, bus: MessageBus | None = None, lease_s: float = LEASE_S, poll: float = POLL_S):
         if not isinstance(lease_s, int | float) or lease_s <= 0:
             raise QueueError(f"lease must be > 0 seconds, got {lease_s!r}")
         self.db = db
@@ -340,7 +343,7 @@ class TaskQueue:
                     task = self.get(task_id)
                     if task.finished:
                         return task
-                if deadline is not None and time.monotonic() >= deadline:
+                if timeout is not None and deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"queued task {task_id} not finished after {seconds_text(timeout)}")
                 await _nap(wake, self.poll)
         finally:

@@ -16,9 +16,13 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.decisions.store import Decision
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
+
 
 __all__ = ["PendingAnnouncer", "how_to_answer", "waiting_line"]
 
@@ -61,7 +65,8 @@ class PendingAnnouncer:
             questions as they open (``agent run``'s printer, sharing :attr:`announced`) goes first.
     """
 
-    def __init__(self, db: Any, write: Callable[[str], Any], *, runs: Iterable[str] | Callable[[], Iterable[str]] | None = None,
+    def __init__(self, db: Database | Callable[[], Database | None], write: Callable[[str], Any], *,
+                 runs: Iterable[str] | Callable[[], Iterable[str]] | None = None,
                  since: float | None = None, poll: float = POLL_S, grace: float = 0.25):
         self.db = db
         self.write = write
@@ -83,7 +88,8 @@ class PendingAnnouncer:
         from agentstack_lab.decisions.store import Decisions
 
         wanted = self._wanted()
-        db = self.db() if callable(self.db) else self.db
+        source = self.db
+        db = source() if callable(source) else source
         if db is None or (wanted is not None and not wanted):
             return []
         settled = time.time() - self.grace

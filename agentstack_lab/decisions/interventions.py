@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.decisions.store import DecisionError
 from agentstack_lab.events import INTERVENTION_ACTIONS, TERMINAL
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["Intervention", "Interventions", "ACTIONS", "interventions_for"]
 
@@ -48,7 +51,7 @@ _COLUMNS = ("id", "run_id", "agent_id", "action", "text", "surface", "created_by
 class Interventions:
     """Queue and read interventions (``ws.interventions``)."""
 
-    def __init__(self, db: Any):
+    def __init__(self, db: Database):
         self.db = db
 
     def request(self, agent_id: str, action: str, text: str | None = None, *, surface: str = "python",

@@ -22,7 +22,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentstack_lab.errors import NotFoundError, UsageError
 from agentstack_lab.events import (
@@ -34,6 +34,9 @@ from agentstack_lab.events import (
     surface_label,
 )
 from agentstack_lab.validation import seconds_text
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["Decision", "Decisions", "decisions_for", "DecisionError", "DecisionClosedError", "DecisionNotFoundError",
            "SURFACES", "surface_label", "normalise_answer", "cancel_pending", "POLL_S"]
@@ -71,13 +74,13 @@ class Decision:
     state: str = "pending"
     run_id: str | None = None
     agent_id: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict[str, Any])
     code: str | None = None
     answer: Any = None
     answered_by: str | None = None
     surface: str | None = None
     reason: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict[str, Any])
     created_at: float = 0.0
     answered_at: float | None = None
     expires_at: float | None = None
@@ -89,9 +92,11 @@ class Decision:
     @property
     def approved(self) -> bool | None:
         """For approvals and consensus checkpoints: the verdict once answered, else ``None``."""
-        if self.state != "answered" or not isinstance(self.answer, dict):
+        answer: object = self.answer
+        if self.state != "answered" or not isinstance(answer, dict):
             return None
-        return self.answer.get("approved")
+        verdict = cast("dict[str, Any]", answer).get("approved")
+        return verdict if isinstance(verdict, bool) else None
 
     def closed_message(self) -> str:
         """Why this decision takes no answer any more, as one line."""
@@ -118,17 +123,19 @@ def normalise_answer(kind: str, response: Any, code: str | None = None) -> Any:
             response = {"approved": response}
         elif isinstance(response, str) and response.strip().lower() in _YES + _NO:
             response = {"approved": response.strip().lower() in _YES}
-        if not isinstance(response, dict) or not isinstance(response.get("approved"), bool):
+        verdict: dict[str, Any] = cast("dict[str, Any]", response) if isinstance(response, dict) else {}
+        if not isinstance(verdict.get("approved"), bool):
             raise DecisionError(f"a {kind} answer must be approve/reject (True/False) or "
                                 f"{{'approved': bool, ...}}, got {response!r}")
-        if kind == "approval" and "code" in response:
-            edited = response["code"]
+        if kind == "approval" and "code" in verdict:
+            edited: object = verdict["code"]
             if not isinstance(edited, str) or not edited.strip():
                 raise DecisionError("approval: 'code' must be a non-empty string when given")
             if edited == code:
-                response = {k: v for k, v in response.items() if k != "code"}
+                verdict = {k: v for k, v in verdict.items() if k != "code"}
+        response = verdict
     if kind == "intervention":  # the resource monitor paused an agent: resume it or stop it
-        word = {True: "resume", False: "stop"}.get(response) if isinstance(response, bool) else response
+        word: object = ("resume" if response else "stop") if isinstance(response, bool) else response
         word = word.strip().lower() if isinstance(word, str) else word
         word = "resume" if word in _YES else "stop" if word in _NO else word
         if word not in ("resume", "stop"):
@@ -165,11 +172,11 @@ class Decisions:
     """The workspace's decisions (``ws.decisions``); every method is safe from any thread and process.
 
     Args:
-        db: the workspace :class:`~agentstack_lab.store.connection.Database`.
+        db: the workspace :class:`~agentstack_lab.store.connection.SQLiteDatabase`.
         poll: seconds between looks at the database in :meth:`wait`.
     """
 
-    def __init__(self, db: Any, *, poll: float = POLL_S):
+    def __init__(self, db: Database, *, poll: float = POLL_S):
         self.db = db
         self.poll = poll
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
@@ -182,9 +189,9 @@ class Decisions:
         """Persist a new pending decision; ``timeout`` (seconds) sets ``expires_at``."""
         if kind not in DECISION_KINDS:
             raise DecisionError(f"unknown decision kind {kind!r}; expected one of {', '.join(DECISION_KINDS)}")
-        if not isinstance(prompt, str) or not prompt.strip():
+        if not isinstance(cast(object, prompt), str) or not prompt.strip():   # Python callers pass anything
             raise DecisionError("a decision needs a non-empty prompt")
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+        if timeout is not None and (not isinstance(cast(object, timeout), int | float) or timeout <= 0):
             raise DecisionError(f"decision timeout must be > 0 seconds, got {timeout!r}")
         now = time.time()
         d = Decision(id=id or str(uuid.uuid4()), kind=kind, prompt=prompt, run_id=run_id, agent_id=agent_id,
@@ -210,6 +217,7 @@ class Decisions:
             raise DecisionClosedError(current.closed_message())
         value = normalise_answer(current.kind, response, current.code)
         now = time.time()
+        row: Any = None
         with self.db.transaction() as conn:
             changed = conn.execute(
                 "UPDATE decisions SET state = 'answered', answer = ?, answered_by = ?, surface = ?, answered_at = ?"
@@ -284,7 +292,7 @@ class Decisions:
 
     def get(self, id: str) -> Decision:  # noqa: A002
         """One decision by id or by a unique id prefix (at least 4 characters)."""
-        if not isinstance(id, str) or not id.strip():
+        if not isinstance(cast(object, id), str) or not id.strip():   # ids come from every surface
             raise DecisionError("a decision id must be a non-empty string")
         id = id.strip()  # noqa: A001
         row = self.db.query(f"{_SELECT} WHERE id = ?", (id,))
@@ -303,7 +311,8 @@ class Decisions:
             raise DecisionError(f"unknown decision state {state!r}; expected one of {', '.join(DECISION_STATES)}")
         if kind is not None and kind not in DECISION_KINDS:
             raise DecisionError(f"unknown decision kind {kind!r}; expected one of {', '.join(DECISION_KINDS)}")
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         for col, value in (("run_id", run), ("state", state), ("kind", kind)):
             if value is not None:
                 where.append(f"{col} = ?")

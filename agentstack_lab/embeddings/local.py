@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agentstack_lab.embeddings.remote import check_texts, dimension_error
+from agentstack_lab.embeddings.remote import EmbedderDimensionError, check_texts, dimension_error
 
 __all__ = ["LocalEmbedder", "packaged_model_dir", "MODEL_NAME", "factory"]
 
@@ -52,6 +52,9 @@ class LocalEmbedder:
         # sentence-transformers 6 renamed the method (the old name warns); 3-5 have only the old one
         dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         size = dimension()
+        if size is None:   # a model whose vector size sentence-transformers cannot tell
+            raise EmbedderDimensionError(f"embedder local (model {self.model!r}) does not state its vector "
+                                         f"dimension; config says {dimensions}")
         if size != dimensions:
             raise dimension_error(f"local (model {self.model!r})", size, dimensions)
         self.dimensions = int(size)

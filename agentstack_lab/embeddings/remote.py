@@ -41,6 +41,7 @@ def as_unit_rows(vectors: list[list[float]], n: int, dimensions: int, where: str
     """
     if n == 0:
         return np.empty((0, dimensions), dtype=np.float32)
+    arr: np.ndarray   # any shape until checked below
     try:
         arr = np.asarray(vectors, dtype=np.float32)
     except ValueError:  # ragged rows

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import NotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["agent_rows", "resolve_run", "last_events", "describe_event", "EventFollower", "elapsed_s",
            "status_counts"]
@@ -25,10 +28,11 @@ def _dicts(rows: list[Any]) -> list[dict[str, Any]]:
     return [dict(zip(r.keys(), tuple(r), strict=True)) for r in rows]
 
 
-def agent_rows(db: Any, *, run_id: str | None = None, status: str | None = None, session_id: str | None = None,
+def agent_rows(db: Database, *, run_id: str | None = None, status: str | None = None, session_id: str | None = None,
                roots: bool = False, limit: int | None = 50) -> list[dict[str, Any]]:
     """Agents, newest first, optionally filtered by run, status or session (``roots``: run roots only)."""
-    where, params = [], []
+    where: list[str] = []
+    params: list[Any] = []
     for col, val in (("run_id", run_id), ("status", status), ("session_id", session_id)):
         if val is not None:
             where.append(f"{col} = ?")
@@ -43,7 +47,7 @@ def agent_rows(db: Any, *, run_id: str | None = None, status: str | None = None,
 MIN_PREFIX = 4   # characters of a run id prefix, as for decision and review-loop ids
 
 
-def resolve_run(db: Any, ref: str) -> str:
+def resolve_run(db: Database, ref: str) -> str:
     """The run id that ``ref`` names (a full id or a unique prefix of 4+ characters); ``NotFoundError``/``UsageError`` otherwise."""
     ref = (ref or "").strip()
     if not ref:
@@ -85,7 +89,7 @@ def describe_event(etype: str, payload: dict[str, Any]) -> str:
     return etype
 
 
-def last_events(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+def last_events(db: Database, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     """The newest logged event of every agent of these runs: ``{agent_id: {seq, type, text, at}}``."""
     run_ids = sorted({r for r in run_ids if r})
     if not run_ids:
@@ -102,7 +106,7 @@ def last_events(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
 class EventFollower:
     """Follows the ``events`` table by sequence number (optionally one run's events)."""
 
-    def __init__(self, db: Any, *, run_id: str | None = None, after_seq: int = 0):
+    def __init__(self, db: Database, *, run_id: str | None = None, after_seq: int = 0):
         self.db = db
         self.run_id = run_id
         self.seq = after_seq
@@ -142,7 +146,7 @@ def elapsed_s(row: dict[str, Any], now: float | None = None) -> float | None:
     return max(0.0, end - begin)
 
 
-def status_counts(db: Any, table: str = "agents") -> dict[str, int]:
+def status_counts(db: Database, table: str = "agents") -> dict[str, int]:
     """Rows per status of ``agents``, ``identities`` or ``sessions``."""
     if table not in ("agents", "identities", "sessions"):
         raise ValueError(f"no status counts for table {table!r}")

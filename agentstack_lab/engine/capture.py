@@ -9,12 +9,13 @@ through unchanged, so the user's own cells keep printing and displaying normally
 from __future__ import annotations
 
 import ast
+import importlib
 import io
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["fingerprint", "mentioned_names", "keep_bundle", "bundle_text", "Capture", "ThreadOutput", "attach",
            "current_output", "DISPLAY_MIME",
@@ -38,7 +39,7 @@ class ThreadOutput:
 
     stdout: io.StringIO = field(default_factory=io.StringIO)
     stderr: io.StringIO = field(default_factory=io.StringIO)
-    display: list[dict[str, Any]] = field(default_factory=list)
+    display: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     dropped: int = 0  # display() outputs past MAX_DISPLAYS, counted not kept
     context: Any = None  # the executor's ExecContext (fork/wait, secrets)
     files: dict[str, int] = field(default_factory=lambda: {"read": 0, "written": 0, "modified": 0})
@@ -57,7 +58,7 @@ def current_output() -> ThreadOutput | None:
 
 def keep_bundle(data: dict[str, Any]) -> dict[str, Any]:
     """The MIME forms worth keeping from a display bundle (text, HTML, Markdown, images), size-capped."""
-    out = {}
+    out: dict[str, str] = {}
     for mime in DISPLAY_MIME:
         value = data.get(mime)
         if isinstance(value, str):
@@ -88,7 +89,7 @@ def fingerprint(value: Any) -> Any:
     module = type(value).__module__
     try:
         if module.startswith("pandas") and hasattr(value, "shape"):
-            import pandas as pd
+            pd: Any = importlib.import_module("pandas")   # loosely typed: pandas ships partial types
 
             cols = tuple(map(str, getattr(value, "columns", ()))) or None
             cells = int(value.size) if hasattr(value, "size") else 0
@@ -108,13 +109,14 @@ def fingerprint(value: Any) -> Any:
         if isinstance(value, bytearray):
             return ("bytearray", len(value), hash(bytes(value)) if len(value) <= FINGERPRINT_MAX_BYTES else None)
         if isinstance(value, list | dict | set):
-            if len(value) > FINGERPRINT_MAX_ITEMS:
-                return (type(value).__name__, len(value))
-            if isinstance(value, dict):
-                return ("dict", tuple((id(k), id(v)) for k, v in value.items()))
-            if isinstance(value, set):
-                return ("set", len(value), frozenset(map(id, value)))
-            return ("list", tuple(map(id, value)))
+            items = cast("list[Any] | dict[Any, Any] | set[Any]", value)
+            if len(items) > FINGERPRINT_MAX_ITEMS:
+                return (type(items).__name__, len(items))
+            if isinstance(items, dict):
+                return ("dict", tuple((id(k), id(v)) for k, v in items.items()))
+            if isinstance(items, set):
+                return ("set", len(items), frozenset(map(id, items)))
+            return ("list", tuple(map(id, items)))
     except Exception:  # noqa: BLE001 - a value we cannot fingerprint is simply not tracked
         return None
     return None

@@ -9,10 +9,13 @@ and the real provider's own), and scrubbed from everything written to the casset
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 from agentstack_lab.redaction import redact, secret_values
+
+if TYPE_CHECKING:
+    from agentstack_lab.engine.options import RunOptions
 
 __all__ = ["provider_for", "run_secrets"]
 
@@ -23,11 +26,11 @@ def run_secrets(workspace: Any, provider: Any) -> list[str]:
     keys: list[Any] = [providers.anthropic.api_key, providers.openai.api_key, providers.ollama.api_key]
     held = getattr(provider, "secrets", None)  # optional: providers holding a key say so
     if callable(held):
-        keys.extend(held())
+        keys.extend(cast("Iterable[Any]", held()))
     return secret_values([k for k in keys if k is not None])
 
 
-def provider_for(options: Any, workspace: Any, build: Callable[[], Any]) -> Any:
+def provider_for(options: RunOptions, workspace: Any, build: Callable[[], Any]) -> Any:
     """The provider a run uses: ``build()`` as is, or wrapped to record or replay a cassette.
 
     Raises:
@@ -49,4 +52,5 @@ def provider_for(options: Any, workspace: Any, build: Callable[[], Any]) -> Any:
     if options.replay is not None:
         return ReplayProvider(options.replay, mode="new_episodes", inner=inner, redact=scrub,
                               record_to=options.record)
+    assert options.record is not None   # neither is None: returned above
     return RecordingProvider(inner, options.record, redact=scrub)

@@ -19,10 +19,11 @@ them can reach what it was not given:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from agentstack_lab.decisions.store import Decisions
     from agentstack_lab.engine.executors import ExecContext, Executor
     from agentstack_lab.engine.options import Attachment, RunOptions
     from agentstack_lab.engine.state import AgentNode
@@ -37,11 +38,11 @@ __all__ = ["AgentContext", "AgentTypes", "EventSink", "AskContext", "GateContext
 class AgentTypes(Protocol):
     """The agent types a run may start: ``get`` raises on an unknown name, ``has`` does not."""
 
-    def get(self, name: str) -> Any:
+    def get(self, name: str, /) -> Any:
         """The definition of ``name`` (with a ``system_prompt``)."""
         ...
 
-    def has(self, name: str) -> bool:
+    def has(self, name: str, /) -> bool:
         """Whether ``name`` is a known type."""
         ...
 
@@ -57,7 +58,8 @@ class AgentContext(Protocol):
     provider: Provider
     model: str | None
     executor: Executor
-    registry: AgentTypes
+    @property
+    def registry(self) -> AgentTypes: ...
     default_type: str
     monitor: Any  # the resource monitor (monitoring/resources.py) or None: ``files``, ``deliverable``
 
@@ -150,7 +152,7 @@ class AskContext(EventSink, Protocol):
 
     run_id: str
     options: RunOptions
-    decision_store: Any
+    decision_store: Decisions | None
     open_queries: dict[str, tuple[UserQuery, asyncio.Future[Any] | None, Callable[[Any], Any] | None]]
 
     def record_answer(self, node: AgentNode, kind: str, prompt: str, answer: Any, source: str, *,
@@ -159,8 +161,8 @@ class AskContext(EventSink, Protocol):
         ...
 
 
-class GateContext(EventSink, Protocol):
-    """What drift checks and consensus checkpoints need of a run."""
+class GateContext(AskContext, Protocol):
+    """What drift checks and consensus checkpoints need of a run (a checkpoint may ask a person)."""
 
     workspace: Workspace
     run_id: str
@@ -168,7 +170,8 @@ class GateContext(EventSink, Protocol):
     options: RunOptions
     provider: Any
     model: str | None
-    registry: AgentTypes
+    @property
+    def registry(self) -> AgentTypes: ...
     default_type: str
     nodes: dict[str, AgentNode]
 
@@ -206,6 +209,10 @@ class RunHandle(Protocol):
 
     async def wait(self, *, raise_on_error: bool = True) -> str | None:
         """Wait for the end (raising the run's failure unless told not to)."""
+        ...
+
+    def __await__(self) -> Generator[Any, None, str | None]:
+        """``await run``: :meth:`wait`."""
         ...
 
 
@@ -252,7 +259,7 @@ class InboundContext(EventSink, Protocol):
 
     run_id: str
     open_queries: dict[str, tuple[UserQuery, asyncio.Future[Any] | None, Callable[[Any], Any] | None]]
-    decision_store: Any
+    decision_store: Decisions | None
     resume_events: dict[str, asyncio.Event]
 
     @property

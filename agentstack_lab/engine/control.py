@@ -24,6 +24,7 @@ from agentstack_lab.events import surface_label
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.context import InterventionTarget
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["follow_interventions", "apply_intervention", "POLL_S"]
 
@@ -65,7 +66,7 @@ def _worked_here(run: InterventionTarget, item: Any) -> bool:
     return not queued(node) or item.action == "stop"
 
 
-async def follow_interventions(run: InterventionTarget, db: Any) -> None:
+async def follow_interventions(run: InterventionTarget, db: Database) -> None:
     """Apply this run's queued interventions until cancelled."""
     from agentstack_lab.decisions import Interventions
 

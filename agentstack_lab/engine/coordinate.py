@@ -54,6 +54,7 @@ from agentstack_lab.engine.options import Attachment
 from agentstack_lab.engine.state import AgentNode
 from agentstack_lab.errors import UsageError
 from agentstack_lab.providers.base import Usage
+from agentstack_lab.validation import as_dict, as_dicts
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.context import CoordinationContext, RunFactory
@@ -83,13 +84,14 @@ async def run_queued(workspace: Any, task: QueuedTask, *, run_factory: RunFactor
     payload = task.payload or {}
     from agentstack_lab.engine.options import run_options
 
-    options = run_options(workspace.config, surface="worker", given={**(options or {}), **(payload.get("options") or {})})
+    effective = run_options(workspace.config, surface="worker",
+                            given={**(options or {}), **(payload.get("options") or {})})
     attach = None
     if payload.get("runId") and payload.get("parentId"):
         attach = Attachment(run_id=payload["runId"], parent_id=payload["parentId"], agent_id=task.id,
                             depth=int(payload.get("depth", 1)), retry=task.attempts > 1)
     run = run_factory(task.input, workspace=workspace, provider=provider or payload.get("provider"),
-                  agent_type=task.agent_type, options=options, session_id=payload.get("sessionId"),
+                  agent_type=task.agent_type, options=effective, session_id=payload.get("sessionId"),
                   executor=executor, attach=attach)
     try:
         await run
@@ -118,7 +120,7 @@ class Worker(QueueWorker):
     def __init__(self, workspace: Any, *, run_factory: RunFactory, types: list[str] | tuple[str, ...] | None = None,
                  concurrency: int = 1, lease_s: float | None = None, provider: Any = None, worker_id: str | None = None,
                  idle_poll: float = 0.5, extra: dict[str, Any] | None = None, options: dict[str, Any] | None = None):
-        queue = TaskQueue(workspace.db, **({"lease_s": lease_s} if lease_s is not None else {}))
+        queue = TaskQueue(workspace.db) if lease_s is None else TaskQueue(workspace.db, lease_s=lease_s)
 
         async def runner(task: QueuedTask) -> dict[str, Any]:  # ``extra``: read when the task ends
             try:
@@ -266,14 +268,15 @@ def _merge(run: CoordinationContext, node: AgentNode, task: QueuedTask) -> None:
     node.metadata["queue"] = {**node.metadata.get("queue", {}), "worker": task.worker_id, "attempts": task.attempts}
     if node.status == "pending":
         node.set_status("running")
-    result = task.result if isinstance(task.result, dict) else {}
-    tree = result.get("tree") or {}
+    result = as_dict(task.result)
+    tree = as_dict(result.get("tree"))
     if tree:
         _adopt(run, node, tree)
-    for lost in result.get("lost") or []:   # a Dask worker died mid-task: say so, where the user looks
+    queue_meta: dict[str, Any] = node.metadata["queue"]
+    for lost in as_dicts(result.get("lost")):   # a Dask worker died mid-task: say so, where the user looks
         text = (f"Dask worker {lost.get('daskWorker')} was lost while running this subagent; Dask retried it on "
                 f"{result.get('daskWorker')} (attempt {task.attempts})")
-        node.metadata["queue"].setdefault("lost", []).append(lost.get("daskWorker"))
+        queue_meta.setdefault("lost", []).append(lost.get("daskWorker"))
         log.warning("agentstack-lab: subagent %s: %s", node.id, text)
         run.note(node, text)
     # with a tree, the worker's run logged the child's agent-completed or error already: announce it here,
@@ -295,17 +298,17 @@ def _adopt(run: CoordinationContext, node: AgentNode, tree: dict[str, Any]) -> N
     node.usage = Usage()
     run.charge(node, _usage(tree.get("ownUsage")), log=False)  # counts against max_tokens like local work
     node.content = tree.get("content") or ""
-    node.metadata.update({k: v for k, v in (tree.get("metadata") or {}).items() if k not in ("queue",)})
-    node.subagents = [c["id"] for c in tree.get("children") or []]
+    node.metadata.update({k: v for k, v in as_dict(tree.get("metadata")).items() if k not in ("queue",)})
+    node.subagents = [c["id"] for c in as_dicts(tree.get("children"))]
     node.started_at = tree.get("startedAt") or node.started_at
-    for child in tree.get("children") or []:
+    for child in as_dicts(tree.get("children")):
         _adopt_descendant(run, child)
     run.emit_state(node, with_content=True, log=False)
 
 
 def _usage(data: Any) -> Usage:
     """Usage from a snapshot's ``ownUsage``/``usage`` (camelCase on the wire, snake_case before)."""
-    data = data if isinstance(data, dict) else {}
+    data = as_dict(data)
     return Usage(input_tokens=int(data.get("inputTokens", data.get("input_tokens", 0)) or 0),
                  output_tokens=int(data.get("outputTokens", data.get("output_tokens", 0)) or 0),
                  basis=str(data.get("basis") or "none"))
@@ -318,9 +321,9 @@ def _adopt_descendant(run: CoordinationContext, snap: dict[str, Any]) -> None:
                     result=snap.get("result"), error=snap.get("error"), metadata=dict(snap.get("metadata") or {}),
                     usage=Usage(),
                     created_at=snap.get("createdAt") or time.time(), started_at=snap.get("startedAt"),
-                    ended_at=snap.get("endedAt"), subagents=[c["id"] for c in snap.get("children") or []])
+                    ended_at=snap.get("endedAt"), subagents=[c["id"] for c in as_dicts(snap.get("children"))])
     run.nodes[sub.id] = sub
     run.charge(sub, _usage(snap.get("ownUsage")), log=False)
-    for child in snap.get("children") or []:
+    for child in as_dicts(snap.get("children")):
         _adopt_descendant(run, child)
     run.emit_state(sub, with_content=True, log=False)

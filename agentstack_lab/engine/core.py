@@ -22,7 +22,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentstack_lab.engine.cassettes import provider_for, run_secrets
 from agentstack_lab.engine.context import RunFactory
@@ -54,10 +54,12 @@ from agentstack_lab.events import (
 )
 from agentstack_lab.providers.base import Usage
 from agentstack_lab.redaction import redact
+from agentstack_lab.validation import as_dict
 
 if TYPE_CHECKING:
     from agentstack_lab.agents.identity import AgentIdentity
     from agentstack_lab.agents.registry import AgentRegistry
+    from agentstack_lab.decisions.store import Decisions
     from agentstack_lab.workspace import Workspace
 
 __all__ = ["RunCore", "OpenQuery"]
@@ -107,7 +109,7 @@ class RunCore:
         self.events: list[OutboundEvent] = []
         self.subscribers: list[Callable[[OutboundEvent], Any]] = []
         self.open_queries: dict[str, OpenQuery] = {}
-        self.decision_store: Any = None  # the workspace's Decisions when it has a database
+        self.decision_store: Decisions | None = None  # the workspace's Decisions when it has a database
         self.resume_events: dict[str, asyncio.Event] = {}
         self.task: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -193,7 +195,7 @@ class RunCore:
             return event
         wire = to_wire(event)
         clean = redact(wire, hidden)
-        return event if clean == wire else from_wire(clean)
+        return event if clean == wire else cast("OutboundEvent", from_wire(clean))
 
     async def flush_log(self) -> None:
         """Write the buffered events now (before another process is told to log after them)."""
@@ -277,7 +279,8 @@ class RunCore:
     def record_answer(self, node: AgentNode, kind: str, prompt: str, answer: Any, source: str, *,
                       query_id: str | None = None, by: str | None = None) -> None:
         """Keep a query's answer in the agent's metadata (the tree shows the Q&A trace from it)."""
-        shown = answer if kind != "approval" or not isinstance(answer, dict) else {"approved": answer.get("approved")}
+        verdict = as_dict(answer).get("approved")
+        shown: Any = {"approved": verdict} if kind == "approval" and isinstance(answer, dict) else answer
         node.metadata.setdefault("answers", []).append({"kind": kind, "question": prompt, "answer": shown,
                                                         "source": source, "queryId": query_id, "by": by})
         self.emit_state(node)
@@ -567,9 +570,8 @@ class RunCore:
         self.nodes[root.id] = root
         # a retried subtask starts from empty text; a first attempt's snapshot is the coordinator's "queued" one
         self.emit_state(root, with_content=at is not None, log=at is None or at.retry)
-        if self._log is not None:
-            self._log.write_now()
-            self.control.begin(root)
+        self._log.write_now()
+        self.control.begin(root)
 
     async def _main(self) -> None:
         watchdog = control = None
@@ -645,7 +647,7 @@ class RunCore:
                 self.log_outage(exc)
                 self.failure, self.error = exc, str(exc)
                 root.status, root.error = "failed", str(exc)   # in memory: the log cannot say it any more
-        if self.owns_session:
+        if self.owns_session and self.session_id is not None:
             try:
                 self.workspace.sessions.end(self.session_id)
             except Exception as exc:  # noqa: BLE001 - the run's outcome stands; the session is listed as active

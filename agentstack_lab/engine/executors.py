@@ -36,7 +36,7 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from agentstack_lab.engine.capture import (
     MAX_OUTPUT,
@@ -49,7 +49,7 @@ from agentstack_lab.engine.capture import (
 )
 from agentstack_lab.engine.provenance import Journal
 from agentstack_lab.redaction import SECRET_HINTS, clip, redact, redact_cut, secret_values
-from agentstack_lab.validation import seconds_text
+from agentstack_lab.validation import as_dict, seconds_text
 
 __all__ = ["ExecResult", "ExecContext", "Executor", "LiveKernelExecutor", "SubprocessExecutor",
            "CodeInterrupted", "make_executor", "secret_values", "redact"]
@@ -66,15 +66,15 @@ class ExecResult:
     stdout: str = ""
     stderr: str = ""
     result: str | None = None  # text/plain form of the last expression's value
-    result_data: dict[str, Any] = field(default_factory=dict)  # other MIME forms of that value (text/html, ...)
-    display: list[dict[str, Any]] = field(default_factory=list)  # display() outputs: MIME bundles, in order
+    result_data: dict[str, Any] = field(default_factory=dict[str, Any])  # other MIME forms of that value (text/html, ...)
+    display: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])  # display() outputs: MIME bundles, in order
     error: str | None = None  # "NameError: name 'x' is not defined"
     traceback: str | None = None
-    changed_names: list[str] = field(default_factory=list)  # names created, rebound or changed in place
-    deleted_names: list[str] = field(default_factory=list)
-    changes: list[dict[str, str]] = field(default_factory=list)  # provenance: name, action, before, after
-    not_snapshotted: list[str] = field(default_factory=list)  # mentioned names too big to copy: undo cannot restore them
-    files: dict[str, int] = field(default_factory=dict)  # files the code opened: read, written, modified
+    changed_names: list[str] = field(default_factory=list[str])  # names created, rebound or changed in place
+    deleted_names: list[str] = field(default_factory=list[str])
+    changes: list[dict[str, str]] = field(default_factory=list[dict[str, str]])  # provenance: name, action, before, after
+    not_snapshotted: list[str] = field(default_factory=list[str])  # mentioned names too big to copy: undo cannot restore them
+    files: dict[str, int] = field(default_factory=dict[str, int])  # files the code opened: read, written, modified
 
     @property
     def ok(self) -> bool:
@@ -82,7 +82,7 @@ class ExecResult:
 
     def to_text(self, limit: int = 8000, secrets: Sequence[str] = ()) -> str:
         """A compact text form for the model: ``secrets`` redacted first, then cut to ``limit`` characters."""
-        parts = []
+        parts: list[str] = []
         if self.stdout:
             parts.append(f"stdout:\n{self.stdout}")
         if self.stderr:
@@ -154,7 +154,9 @@ def _split_last_expr(code: str, filename: str) -> tuple[Any, Any]:
     tree = ast.parse(code, filename, "exec")
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
+        tail = tree.body.pop()
+        assert isinstance(tail, ast.Expr)
+        last = ast.Expression(tail.value)
     return compile(tree, filename, "exec"), (compile(last, filename, "eval") if last is not None else None)
 
 
@@ -184,7 +186,7 @@ def file_access_kind(event: str, args: tuple[Any, ...]) -> str | None:
         path, mode, flags = (tuple(args) + (None, None, None))[:3]
         if not isinstance(path, str | bytes | os.PathLike) or isinstance(path, int):
             return None
-        name = os.fsdecode(path)
+        name = os.fsdecode(cast("str | bytes | os.PathLike[str]", path))
         if name.startswith(_INTERPRETER_PREFIXES) or "__pycache__" in name or name.startswith("<"):
             return None
         if isinstance(mode, str):
@@ -322,7 +324,8 @@ class LiveKernelExecutor(Executor):
             raise
         except TimeoutError:  # like the subprocess executor: the model sees it, the agent goes on
             self._interrupt(thread)
-            return ExecResult(error=f"TimeoutError: code ran longer than {seconds_text(self.timeout)} and was interrupted")
+            limit = seconds_text(self.timeout) if self.timeout is not None else "its limit"
+            return ExecResult(error=f"TimeoutError: code ran longer than {limit} and was interrupted")
 
     @staticmethod
     def _interrupt(thread: threading.Thread) -> None:
@@ -355,7 +358,7 @@ class LiveKernelExecutor(Executor):
             data, _ = shell.display_formatter.format(value)
             return str(data.get("text/plain", repr(value))), {k: v for k, v in keep_bundle(data).items()
                                                              if k != "text/plain"}
-        display = {}
+        display: dict[str, Any] = {}
         html = getattr(value, "_repr_html_", None)
         if callable(html):
             with contextlib.suppress(Exception):
@@ -534,7 +537,7 @@ class SubprocessExecutor(Executor):
             res.result, res.result_data = data.get("result"), data.get("result_data") or {}
             res.error, res.traceback = data.get("error"), data.get("traceback")
             res.changed_names = list(data.get("changed_names") or [])
-            res.files = {k: int(v) for k, v in (data.get("files") or {}).items()}
+            res.files = {str(k): int(v) for k, v in as_dict(data.get("files")).items()}
             if timed_out:
                 res.error = f"TimeoutError: code ran longer than {seconds_text(self.timeout)} and was killed"
             elif res.error and res.error.startswith("MemoryError"):

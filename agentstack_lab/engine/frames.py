@@ -6,7 +6,10 @@ imported when a frame is asked for.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
+
+from agentstack_lab.validation import as_dict
 
 __all__ = ["events_frame"]
 
@@ -19,7 +22,7 @@ def events_frame(run: Any, full: bool = False) -> Any:
     short number for subagents), ``event`` and a one-line ``text``. ``full=True`` gives every event
     with its wire fields as columns (ids in full).
     """
-    import pandas as pd
+    pd: Any = importlib.import_module("pandas")   # loosely typed: pandas ships partial types
 
     from agentstack_lab.events import to_wire
 
@@ -34,10 +37,9 @@ def events_frame(run: Any, full: bool = False) -> Any:
     names: dict[str, str] = {}
     rows: list[dict[str, Any]] = []
     for i, w in enumerate(wires):
-        agent = w.get("agentId")
+        agent = str(w.get("agentId"))
         if agent not in names:
-            state = w.get("state") if isinstance(w.get("state"), dict) else {}
-            kind = state.get("type") or "agent"
+            kind = str(as_dict(w.get("state")).get("type") or "agent")
             names[agent] = kind if not names else f"{kind} #{len(names)}"
         at = times[i] - times[0] if i < len(times) and times else float("nan")
         if w["type"] == "text-delta" and rows and rows[-1]["event"] == "text" and rows[-1]["_agent"] == agent:
@@ -70,15 +72,15 @@ def _event_text(w: dict[str, Any]) -> str:
     """One line about an event, for the compact frame."""
     kind = w["type"]
     if kind == "agent-state":
-        state = w.get("state") or {}
-        step = (state.get("metadata") or {}).get("step")
+        state = as_dict(w.get("state"))
+        step = as_dict(state.get("metadata")).get("step")
         return f"{state.get('status', '')}" + (f" ({step})" if step and state.get("status") == "running" else "")
     if kind == "text-delta":
         return w.get("delta", "")
     if kind == "tool-call":
         value = w.get("input")
-        return f"{w.get('tool')}: " + (value["code"] if isinstance(value, dict) and isinstance(value.get("code"), str)
-                                      else str(value))
+        code = as_dict(value).get("code")
+        return f"{w.get('tool')}: " + (code if isinstance(code, str) else str(value))
     if kind == "tool-result":
         return f"{w.get('tool')}: " + (w.get("error") or "ok")
     if kind == "user-query":

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from agentstack_lab.validation import as_dict
+
 if TYPE_CHECKING:
     from agentstack_lab.engine.context import GateContext
     from agentstack_lab.engine.state import AgentNode
@@ -59,7 +61,7 @@ class RunControl:
     # --- drift -----------------------------------------------------------------------------------------
     @property
     def drift_on(self) -> bool:
-        return bool(self.drift_cfg is not None and self.drift_cfg.enabled and self._db is not None)
+        return bool(self.drift_cfg.enabled and self._db is not None)
 
     def _drift(self) -> Any:
         if self._detector is None:
@@ -117,7 +119,7 @@ class RunControl:
         ids = [str(uuid.uuid4()) for _ in subs]
         plan = [(i, q, t) for i, (q, t) in zip(ids, subs, strict=True)]
         cfg = self.consensus_cfg
-        if not subs or cfg is None or not cfg.enabled or self._db is None:
+        if not subs or not cfg.enabled or self._db is None:
             return plan
         from agentstack_lab.tasks.consensus import RISK_ORDER, requires_consensus
 
@@ -180,7 +182,7 @@ class RunControl:
             "or run with on_query='wait' (answer with `agentstack-lab decisions`) or on_query='auto'", "consensus")
 
     def _apply(self, parent: AgentNode, cp: Any, plan: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
-        decision = cp.decision or {}
+        decision = as_dict(cp.decision)
         rejected = set(cp.rejected_ids)
         parent.metadata["consensus"].update({"status": cp.status, "rejected": sorted(rejected),
                                              "reviewedBy": decision.get("reviewed_by"),

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.provenance import Change, UndoRefusedError
 from agentstack_lab.redaction import redact, secret_values
 from agentstack_lab.store import provenance
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["change_rows", "undo_run", "resolve_run", "workspace_secrets", "MIN_PREFIX"]
 
@@ -26,7 +29,7 @@ def change_rows(changes: Sequence[dict[str, str] | Change], *, run_id: str, agen
                 call_id: str | None, secrets: Sequence[str] = ()) -> list[dict[str, Any]]:
     """``provenance`` rows for one call's (or one undo's) changes; summaries redacted again."""
     at = time.time()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in changes:
         data = c if isinstance(c, dict) else {"name": c.name, "action": c.action, "before": c.before, "after": c.after}
         rows.append({"run_id": run_id, "agent_id": agent_id, "call_id": call_id, "name": data["name"],
@@ -35,7 +38,7 @@ def change_rows(changes: Sequence[dict[str, str] | Change], *, run_id: str, agen
     return rows
 
 
-def undo_run(executor: Any, db: Any, run_id: str, *, secrets: Sequence[str] = ()) -> list[Change]:
+def undo_run(executor: Any, db: Database, run_id: str, *, secrets: Sequence[str] = ()) -> list[Change]:
     """Undo ``run_id`` in ``executor``'s namespace and record it; raises :class:`UndoRefusedError` (nothing changed).
 
     The refusal names what blocks it: names changed since, names too big to snapshot, a run already
@@ -53,7 +56,7 @@ def undo_run(executor: Any, db: Any, run_id: str, *, secrets: Sequence[str] = ()
     return changes
 
 
-def resolve_run(ref: str, db: Any, journal: Any = None) -> str:
+def resolve_run(ref: str, db: Database, journal: Any = None) -> str:
     """The run id ``ref`` names: a full id or a unique prefix (4+ characters) of a run with provenance rows."""
     ref = ref.strip()
     if len(ref) < MIN_PREFIX:

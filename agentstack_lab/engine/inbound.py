@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentstack_lab.events import (
     INTERVENTION_STATUSES,
@@ -39,7 +39,7 @@ def _user() -> str | None:
 def send(run: InboundContext, event: Any) -> Any:
     """Handle an inbound event (dataclass or wire dict); ``get-agent-tree`` returns the tree."""
     if isinstance(event, dict):
-        event = from_wire(event)
+        event = from_wire(cast("dict[str, Any]", event))
     if isinstance(event, UserResponse):
         return respond(run, event.query_id, event.response)
     if isinstance(event, UserIntervention):
@@ -68,10 +68,11 @@ def respond(run: InboundContext, query_id: str, response: Any, *, surface: str =
     if entry is None or (entry[1] is not None and entry[1].done()):
         pending = ", ".join(q.query_id for q in run.pending_queries) or "none"
         raise KeyError(f"no pending query {query_id!r} (pending: {pending})")
-    query, fut, validate = entry
+    _query, fut, validate = entry
     if validate is not None:
         validate(response)
-    if fut is None:
+    if fut is None:   # a query without a future is waited on through the decision store
+        assert run.decision_store is not None
         run.decision_store.answer(query_id, response, by=by or _user(), surface=surface)
         return
     run.on_loop(lambda: fut.done() or fut.set_result(response))
@@ -93,7 +94,7 @@ def intervene(run: InboundContext, agent_id: str, *, user_comment: str | None = 
     if user_comment is None and user_content is None and status is None:
         raise ValueError("an intervention needs user_comment, user_content or status")
     for name, value in (("user_comment", user_comment), ("user_content", user_content)):
-        if value is not None and not isinstance(value, str):
+        if value is not None and not isinstance(cast(object, value), str):   # callers from Python pass anything
             raise TypeError(f"intervention {name} must be a string, got {type(value).__name__}")
 
     def apply() -> None:

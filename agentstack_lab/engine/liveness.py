@@ -33,9 +33,12 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.events import UNFINISHED
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["ProcessIdentity", "this_process", "owner_alive", "register_owner", "Heartbeat", "reap_orphans",
            "HEARTBEAT_S", "STALE_S", "UNFINISHED"]
@@ -176,7 +179,7 @@ def _failed_state(state: dict[str, Any], error: str, now: float) -> dict[str, An
     return out
 
 
-def _reap_run(db: Any, owner: dict[str, Any]) -> list[dict[str, Any]]:
+def _reap_run(db: Database, owner: dict[str, Any]) -> list[dict[str, Any]]:
     """Fail the unfinished agents of one run whose owner is gone; one transaction, events included."""
     from agentstack_lab.agents.spawner import check_transition, now_iso
     from agentstack_lab.decisions import cancel_pending
@@ -198,7 +201,7 @@ def _reap_run(db: Any, owner: dict[str, Any]) -> list[dict[str, Any]]:
             agent_id, was = r[0], r[3]
             check_transition(agent_id, was, "failed")
             error = f"owner process {pid} ended while the agent was {was}"
-            state = last.get(agent_id) or {
+            state: dict[str, Any] = last.get(agent_id) or {
                 "id": agent_id, "parentId": r[4], "name": r[1], "type": r[2], "prompt": r[6], "result": r[7],
                 "depth": r[5], "userComment": None, "metadata": json.loads(r[10] or "{}"), "subagents": [],
                 "ownUsage": {"inputTokens": r[8], "outputTokens": r[9]}}
@@ -216,7 +219,7 @@ def _reap_run(db: Any, owner: dict[str, Any]) -> list[dict[str, Any]]:
     return reaped
 
 
-def reap_orphans(db: Any) -> list[dict[str, Any]]:
+def reap_orphans(db: Database) -> list[dict[str, Any]]:
     """Fail the unfinished agents of every run whose owner process is gone; returns what was failed.
 
     Cheap when there is nothing to do (one indexed query plus a ``/proc`` read per live owner), safe

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.liveness import Heartbeat, register_owner
 from agentstack_lab.engine.threads import thread_call
@@ -24,6 +24,9 @@ from agentstack_lab.errors import AgentstackError
 from agentstack_lab.events import OutboundEvent, from_wire, to_wire
 from agentstack_lab.store.connection import storage_reason
 from agentstack_lab.validation import seconds_text, storable
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["EventLog", "EventLogError", "read_events", "rebuild_tree", "list_runs"]
 
@@ -49,7 +52,7 @@ def _reason(exc: BaseException | None, folder: Any = None) -> str:
 class EventLog:
     """Batches a run's events and agent rows into the workspace database."""
 
-    def __init__(self, db: Any, run_id: str, *, interval: float = 0.05, batch: int = 512, owner: bool = True,
+    def __init__(self, db: Database, run_id: str, *, interval: float = 0.05, batch: int = 512, owner: bool = True,
                  session_exists: Any = None, retry_s: float = 30.0,
                  on_outage: Callable[[EventLogError], None] | None = None):
         from agentstack_lab.agents.spawner import Spawner
@@ -220,20 +223,20 @@ class EventLog:
                 self._heartbeat.stop()
 
 
-def read_events(db: Any, run_id: str, *, after_seq: int = 0) -> list[tuple[int, OutboundEvent]]:
+def read_events(db: Database, run_id: str, *, after_seq: int = 0) -> list[tuple[int, OutboundEvent]]:
     """The logged events of a run as ``(seq, event)``, in order, after ``after_seq``."""
     rows = db.query("SELECT seq, payload FROM events WHERE run_id = ? AND seq > ? ORDER BY seq", (run_id, after_seq))
     return [(r[0], from_wire(json.loads(r[1]))) for r in rows]  # type: ignore[misc]
 
 
-def rebuild_tree(db: Any, run_id: str) -> dict[str, Any]:
+def rebuild_tree(db: Database, run_id: str) -> dict[str, Any]:
     """The run's agent tree rebuilt from the event log alone."""
     from agentstack_lab.engine.state import tree_from_events
 
     return tree_from_events([ev for _, ev in read_events(db, run_id)])
 
 
-def list_runs(db: Any, limit: int = 20) -> list[dict[str, Any]]:
+def list_runs(db: Database, limit: int = 20) -> list[dict[str, Any]]:
     """Recent runs (root agents) with their status, newest first."""
     rows = db.query("SELECT id, name, type, status, prompt, created_at, ended_at FROM agents"
                     " WHERE parent_id IS NULL AND run_id = id ORDER BY created_at DESC LIMIT ?", (int(limit),))

@@ -15,11 +15,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from agentstack_lab.errors import AgentstackError, UsageError
 from agentstack_lab.events import QUERY_KINDS
-from agentstack_lab.validation import SQLITE_INT_MAX
+from agentstack_lab.validation import SQLITE_INT_MAX, as_dict
 
 __all__ = ["RunOptions", "Attachment", "QUERY_KINDS", "ON_QUERY", "SURFACES", "NETWORK_OPTIONS", "run_options",
            "network_options", "parse_duration", "AgentRunError", "HeadlessQueryError", "BudgetExceededError",
@@ -103,7 +103,7 @@ class RunOptions:
     auto_approve: bool = False
     subagents: bool = True
     interactive: bool = True
-    answers: dict[str, Any] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=dict[str, Any])
     executor: str = "live"
     max_turns: int = 8
     final_question: bool = True
@@ -137,17 +137,20 @@ class RunOptions:
         for name in ("auto_approve", "subagents", "interactive", "final_question", "coordinate"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"RunOptions.{name} must be true or false, got {getattr(self, name)!r}")
-        if not isinstance(self.answers, Mapping):
+        # the fields as given: Python callers (and configs) pass anything, so each is checked as an object
+        answers, max_tokens, timeout_s, identity = (cast(object, v) for v in (self.answers, self.max_tokens,
+                                                                               self.timeout_s, self.identity))
+        if not isinstance(answers, Mapping):
             raise ValueError(f"RunOptions.answers must be a mapping of query kind to answer, got {self.answers!r}")
-        if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool)
-                                            or not 0 < self.max_tokens <= SQLITE_INT_MAX):
+        if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
+                                       or not 0 < max_tokens <= SQLITE_INT_MAX):
             raise ValueError(f"RunOptions.max_tokens must be a positive integer or None, got {self.max_tokens!r}")
-        if self.timeout_s is not None and (isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float)
-                                           or not 0 < self.timeout_s < float("inf")):  # nan compares false: refused
+        if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
+                                      or not 0 < timeout_s < float("inf")):  # nan compares false: refused
             raise ValueError(f"RunOptions.timeout_s must be a finite number > 0 or None, got {self.timeout_s!r}")
         if self.executor not in ("live", "subprocess"):
             raise ValueError(f"RunOptions.executor must be 'live' or 'subprocess', got {self.executor!r}")
-        if self.identity is not None and (not isinstance(self.identity, str) or not self.identity.strip()):
+        if identity is not None and (not isinstance(identity, str) or not identity.strip()):
             raise ValueError(f"RunOptions.identity must be a non-empty identity id or name, got {self.identity!r}")
         if self.on_query is not None and self.on_query not in ON_QUERY:
             raise ValueError(f"RunOptions.on_query must be one of {', '.join(ON_QUERY)}, got {self.on_query!r}")
@@ -177,9 +180,9 @@ class RunOptions:
             value = getattr(self, name)
             if value is None:
                 continue
-            if not isinstance(value, str | os.PathLike) or not str(value).strip():
+            if not isinstance(value, str | os.PathLike) or not str(cast(object, value)).strip():
                 raise UsageError(f"RunOptions.{name} must be a cassette file path, got {value!r}")
-            setattr(self, name, str(value))
+            setattr(self, name, str(cast(object, value)))
         if self.replay is not None:
             path = Path(self.replay)
             if not path.is_file():
@@ -206,6 +209,12 @@ class RunOptions:
         known: dict[str, str] = self.__dict__.get("_sources") or {}
         return {f.name: known.get(f.name, "explicit" if f.name in self.given else "default") for f in fields(self)}
 
+    @property
+    def decision_seconds(self) -> float | None:
+        """:attr:`decision_timeout` in seconds (a text duration such as ``"10m"`` is parsed on construction)."""
+        value = self.decision_timeout
+        return None if value is None else float(value)
+
     def to_dict(self) -> dict[str, Any]:
         """The effective options as plain JSON values (a cluster client shows as its type's name)."""
         out: dict[str, Any] = {}
@@ -213,7 +222,8 @@ class RunOptions:
             value = getattr(self, f.name)
             if f.name == "cluster" and value is not None and not isinstance(value, str):
                 value = type(value).__name__
-            out[f.name] = dict(value) if isinstance(value, dict) else value
+            copied = as_dict(value)
+            out[f.name] = dict(copied) if isinstance(value, dict) else value
         return out
 
     @property
@@ -275,7 +285,8 @@ def config_options(config: Any) -> dict[str, Any]:
         return {}
     names = {f.name for f in fields(RunOptions)}
     chosen = getattr(agents, "model_fields_set", None)
-    keys = (set(chosen) if chosen is not None else set(vars(agents))) & names
+    present: set[str] = set(cast("set[str]", chosen)) if chosen is not None else set(cast("dict[str, Any]", vars(agents)))
+    keys = present & names
     return {k: getattr(agents, k) for k in sorted(keys)}
 
 
@@ -295,8 +306,8 @@ def run_options(config: Any = None, *, surface: str = "python",
     if isinstance(given, RunOptions):
         explicit = {k: getattr(given, k) for k in given.given}
     elif given is None:
-        explicit = {}
-    elif isinstance(given, Mapping):
+        explicit: dict[str, Any] = {}
+    elif isinstance(cast(object, given), Mapping):   # Python callers pass anything: refused below
         explicit = dict(given)
         unknown = sorted(set(explicit) - set(names))
         if unknown:
@@ -339,6 +350,7 @@ def network_options(given: Any, root: Path) -> dict[str, Any]:
     if not isinstance(given, Mapping):
         raise UsageError(f"options must be a JSON object, got {type(given).__name__}")
     options: dict[str, Any] = {}
+    given = cast("Mapping[Any, Any]", given)
     for key, value in given.items():
         name = _snake(str(key))
         if name == "cluster":

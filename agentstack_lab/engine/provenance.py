@@ -28,9 +28,9 @@ import reprlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from agentstack_lab.engine.capture import fingerprint, mentioned_names
 from agentstack_lab.errors import AgentstackError
@@ -71,7 +71,7 @@ def summarise(value: Any, secrets: Sequence[str] = (), name: str = "") -> str:
     if isinstance(value, str) and not secret_name:
         return f"{kind}[{len(value)}] = {_short(redact(value, secrets))}"  # redacted whole, then cut
     if isinstance(value, str | bytes | list | dict | set | tuple | frozenset):  # bytes: not redactable, no repr
-        return f"{kind}[{len(value)}]"
+        return f"{kind}[{len(cast('Sized', value))}]"
     if isinstance(value, _SCALARS) and not secret_name:
         return redact(f"{kind} = {_short(value)}", secrets)
     return kind
@@ -99,9 +99,9 @@ def _size(value: Any) -> int:
             return int(value.nbytes)
         size = sys.getsizeof(value)
         if isinstance(value, list | tuple | set | frozenset):
-            size += sum(sys.getsizeof(v) for v in value)
+            size += sum(sys.getsizeof(v) for v in cast("Iterable[object]", value))
         elif isinstance(value, dict):
-            size += sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in value.items())
+            size += sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in cast("dict[object, object]", value).items())
         return size
     except Exception:  # noqa: BLE001 - unknown objects count as small
         return 0
@@ -130,7 +130,7 @@ class Pending:
     before: dict[str, Any]
     prints: dict[str, Any]
     copies: dict[str, Any]
-    too_big: list[str] = field(default_factory=list)
+    too_big: list[str] = field(default_factory=list[str])
 
 
 @dataclass(kw_only=True)

@@ -63,10 +63,12 @@ async def ask(run: AskContext, node: AgentNode, kind: str, prompt: str, options:
             return None
         raise HeadlessQueryError(_headless(node.name, kind, prompt), kind)
     store = run.decision_store
-    timeout = opts.decision_timeout
+    timeout = opts.decision_seconds
     fut: asyncio.Future[Any] | None = None
     own_first = False  # the decision's own expiry comes before the run's decision_timeout
     if decision_id is not None:
+        if store is None:
+            raise AgentRunError(f"agent {node.name}: decision {decision_id} needs the workspace database")
         query_id = decision_id
         expires = store.get(decision_id).expires_at
         own = None if expires is None else max(0.0, expires - time.time())
@@ -93,6 +95,7 @@ async def ask(run: AskContext, node: AgentNode, kind: str, prompt: str, options:
         if fut is not None:
             answer = await (fut if timeout is None else asyncio.wait_for(fut, timeout))
         else:
+            assert store is not None   # a query without a future is a stored decision
             decision = await store.wait(query_id, timeout)
             if decision.state == "expired" and own_first:  # its owner settles it (a checkpoint's auto_reject)
                 node.set_status("running")
@@ -142,7 +145,8 @@ def _auto_answer(run: AskContext, node: AgentNode, kind: str, prompt: str, optio
 def _unanswered(run: AskContext, node: AgentNode, kind: str, decision: Any, optional: bool) -> None:
     """An expired decision skips an optional question and fails anything else closed; a cancelled one fails."""
     state = decision.state if decision is not None else "expired"
-    waited = seconds_text(run.options.decision_timeout) if run.options.decision_timeout is not None else "its timeout"
+    limit = run.options.decision_seconds
+    waited = seconds_text(limit) if limit is not None else "its timeout"
     if state == "expired" and optional:
         node.set_status("running")
         run.note(node, f"{kind} question skipped: nobody answered within {waited}")
@@ -150,4 +154,5 @@ def _unanswered(run: AskContext, node: AgentNode, kind: str, decision: Any, opti
     if state == "expired":
         which = f" (decision {decision.id} expired)" if decision is not None else ""
         raise HeadlessQueryError(f"agent {node.name}: nobody answered its {kind} query within {waited}{which}", kind)
+    assert decision is not None   # only an expiry comes without a decision
     raise AgentRunError(f"agent {node.name}: its {kind} decision {decision.id} was {state}: {decision.reason}")

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentstack_lab.engine.core import RunCore, deliver
 from agentstack_lab.engine.followup import RunStillGoingError, thread_of
@@ -64,7 +64,7 @@ class AgentRun:
                  options: RunOptions | dict[str, Any] | None = None, model: str | None = None,
                  session_id: str | None = None, executor: Executor | str | None = None,
                  origin: str | None = None, attach: Attachment | None = None, follows: AgentRun | None = None):
-        if not isinstance(prompt, str) or not prompt.strip():
+        if not isinstance(cast(object, prompt), str) or not prompt.strip():   # Python callers pass anything
             raise UsageError("prompt must be a non-empty string")
         check_text("the prompt", prompt)
         # a follow-up (engine/followup.py): the thread so far, checked before anything starts
@@ -203,7 +203,7 @@ class AgentRun:
         self._core.start()
         return self
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, str | None]:
         return self.wait().__await__()
 
     async def wait(self, *, raise_on_error: bool = True) -> str | None:
@@ -348,7 +348,7 @@ def _follow_session(workspace: Workspace, follows: AgentRun, session_id: str | N
 
     ``session_id`` as given when the predecessor started its own session, which ended with it.
     """
-    prior = follows._core
+    prior = follows._core  # pyright: ignore[reportPrivateUsage] - a follow-up reads its predecessor's core
     if prior.workspace is not workspace:
         raise UsageError(f"run {prior.run_id[:8]} belongs to another workspace; a follow-up continues in the same one")
     if prior.owns_session:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from agentstack_lab.agents.spawner import TERMINAL, check_transition
 from agentstack_lab.events import (
@@ -45,12 +45,12 @@ class AgentNode:
     result: str | None = None
     error: str | None = None
     user_comment: str | None = None
-    pending_comments: list[str] = field(default_factory=list)
-    subagents: list[str] = field(default_factory=list)
-    messages: list[Message] = field(default_factory=list)
-    history: list[Message] = field(default_factory=list)  # a follow-up root's earlier turns (engine/followup.py)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    row_only: dict[str, Any] = field(default_factory=dict)  # metadata for the agents row, not every snapshot
+    pending_comments: list[str] = field(default_factory=list[str])
+    subagents: list[str] = field(default_factory=list[str])
+    messages: list[Message] = field(default_factory=list[Message])
+    history: list[Message] = field(default_factory=list[Message])  # a follow-up root's earlier turns (engine/followup.py)
+    metadata: dict[str, Any] = field(default_factory=dict[str, Any])
+    row_only: dict[str, Any] = field(default_factory=dict[str, Any])  # metadata for the agents row, not every snapshot
     usage: Usage = field(default_factory=Usage)
     created_at: float = field(default_factory=time.time)
     started_at: float | None = None
@@ -139,7 +139,7 @@ def tree_from_events(events: list[Any]) -> dict[str, Any]:
     root_id = None
     for ev in events:
         if isinstance(ev, dict):
-            ev = from_wire(ev)
+            ev = from_wire(cast("dict[str, Any]", ev))
         if isinstance(ev, AgentState):
             node = flat.setdefault(ev.agent_id, {"content": ""})
             node.update({k: v for k, v in ev.state.items() if k in _STATE_KEYS or k == "content"})

@@ -24,6 +24,7 @@ from agentstack_lab.engine.tools import dispatch, tool_specs
 from agentstack_lab.events import QueryKind, TextDelta
 from agentstack_lab.providers.base import (
     Completion,
+    ContentBlock,
     Message,
     ProviderRequest,
     TextBlock,
@@ -31,6 +32,7 @@ from agentstack_lab.providers.base import (
 )
 from agentstack_lab.providers.complete import StructuredOutputError, complete, structured
 from agentstack_lab.tasks.drift import DriftPreventedError
+from agentstack_lab.validation import as_dicts
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.context import AgentContext
@@ -55,7 +57,7 @@ class Subquestion(BaseModel):
 
 
 class Subquestions(BaseModel):
-    subquestions: list[Subquestion] = Field(default_factory=list, max_length=4,
+    subquestions: list[Subquestion] = Field(default_factory=list[Subquestion], max_length=4,
                                             description="0-4 independent subquestions worth exploring in parallel")
 
 
@@ -134,7 +136,7 @@ async def _stream(ctx: AgentContext, node: AgentNode, request: ProviderRequest) 
 
 
 def _context(node: AgentNode) -> str:
-    notes = node.metadata.get("answers") or []
+    notes = as_dicts(node.metadata.get("answers"))
     extra = "".join(f"\n\n{a['kind'].title()} question: {a['question']}\nUser's answer: {a['answer']}" for a in notes
                     if a["kind"] in ("clarification", "blocking"))
     return node.prompt + extra
@@ -152,7 +154,7 @@ async def _plan_children(ctx: AgentContext, node: AgentNode) -> None:
     if not opts.subagents or node.depth >= opts.max_depth:
         return
     plan = await _structured(ctx, node, "subquestions", Subquestions, _context(node))
-    subs = []
+    subs: list[tuple[str, str]] = []
     for sub in plan.subquestions:
         agent_type = sub.agent_type if ctx.registry.has(sub.agent_type) else ctx.default_type
         if agent_type != sub.agent_type:
@@ -182,7 +184,7 @@ async def _main_loop(ctx: AgentContext, node: AgentNode) -> str:
             answer = text
         if not completion.tool_calls:
             return answer or completion.text
-        results = [await dispatch(ctx, node, call) for call in completion.tool_calls]
+        results: list[ContentBlock] = [await dispatch(ctx, node, call) for call in completion.tool_calls]
         node.messages.append(Message(role="user", content=results))
     ctx.note(node, f"stopped the tool loop after max_turns={ctx.options.max_turns}")
     return answer

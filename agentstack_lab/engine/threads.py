@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from agentstack_lab.engine.options import AgentRunError
 from agentstack_lab.engine.state import AgentNode
@@ -43,7 +43,7 @@ def fork_from_thread(loop: asyncio.AbstractEventLoop,
     """``fork(prompt, type=None)``: starts a child with ``spawn(prompt, type)`` on ``loop``; returns its id."""
 
     def fork(prompt: str, type: str | None = None) -> str:  # noqa: A002 - the seed's spelling
-        if not isinstance(prompt, str) or not prompt.strip():
+        if not isinstance(cast(object, prompt), str) or not prompt.strip():   # code the model wrote passes anything
             raise ValueError("fork(prompt): prompt must be a non-empty string")
 
         async def go() -> str:
@@ -70,7 +70,7 @@ def wait_from_thread(loop: asyncio.AbstractEventLoop, nodes: Mapping[str, AgentN
         try:
             asyncio.run_coroutine_threadsafe(go(), loop).result(timeout)
         except TimeoutError:
-            raise TimeoutError(f"wait(): agent {node.name} is still {node.status} after {seconds_text(timeout)}") from None
+            raise TimeoutError(f"wait(): agent {node.name} is still {node.status} after {seconds_text(timeout) if timeout is not None else 'waiting'}") from None
         if node.status != "completed":
             raise AgentRunError(f"forked agent {node.name} {node.status}: {node.error}")
         return node.result or ""

@@ -16,6 +16,7 @@ from agentstack_lab.engine.threads import thread_call
 from agentstack_lab.events import ToolCall, ToolName, ToolResult
 from agentstack_lab.providers.base import ToolResultBlock, ToolSpec, ToolUseEvent
 from agentstack_lab.redaction import redact
+from agentstack_lab.validation import as_dict
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.context import AgentContext
@@ -62,11 +63,13 @@ def parse_approval(response: Any, code: str) -> tuple[bool, str]:
         return True, code
     if isinstance(response, str) and response.strip().lower() in ("reject", "rejected", "no", "n", "deny"):
         return False, code
-    if isinstance(response, dict) and isinstance(response.get("approved"), bool):
-        edited = response.get("code", code)
+    answer = as_dict(response)
+    verdict = answer.get("approved")
+    if isinstance(response, dict) and isinstance(verdict, bool):
+        edited: object = answer.get("code", code)
         if not isinstance(edited, str) or not edited.strip():
             raise ValueError("approval: 'code' must be a non-empty string when given")
-        return response["approved"], edited
+        return verdict, edited
     raise ValueError(f"approval answer must be True/False, 'approve'/'reject' or "
                      f"{{'approved': bool, 'code': str}}, got {response!r}")
 
@@ -99,8 +102,9 @@ async def dispatch(ctx: AgentContext, node: AgentNode, call: ToolUseEvent) -> To
     ctx.emit(ToolResult(agent_id=node.id, tool=call.name, output=output, error=error))
     if closed is not None:
         raise closed
-    text = error if output is None else (output["text"] if isinstance(output, dict) and "text" in output
-                                         else json.dumps(output, default=str))
+    shown = as_dict(output)
+    text: str | None = error if output is None else (str(shown["text"]) if isinstance(output, dict) and "text" in shown
+                                                     else json.dumps(output, default=str))
     if error and output is not None:
         text = f"{text}\n{error}" if error not in text else text
     text = text or "(no output)"
@@ -122,11 +126,12 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
         too_big = ctx.executor.undo_plan(code)
         if too_big:  # the card says so before the person approves: undo could not restore these
             details["notSnapshotted"] = too_big
+        asked: str = code
         answer = await ctx.ask_user(node, "approval", "Run this Python code?", details,
-                                    validate=lambda r: parse_approval(r, code))
+                                    validate=lambda r: parse_approval(r, asked))
         approved, new_code = parse_approval(answer, code)
         if not approved:
-            why = answer.get("reason") if isinstance(answer, dict) else None
+            why = as_dict(answer).get("reason")
             return {"text": "The user rejected running this code" + (f" ({why})" if why else "") + ". Do not run it "
                             "again; continue without it or propose something different."}, "rejected by the user"
         edited, code = new_code != code, new_code
@@ -153,7 +158,7 @@ async def _memory_search(ctx: AgentContext, node: AgentNode, args: dict[str, Any
         raise ValueError("memory_search: 'query' must be a non-empty string")
     limit = int(args.get("limit") or 5)
     hits = await thread_call(memory.search, query, namespace=ctx.namespace, limit=limit)
-    items = [{"key": h.key, "content": redact(h.content, hidden), "score": round(float(h.score), 4)}
+    items: list[dict[str, Any]] = [{"key": h.key, "content": redact(h.content, hidden), "score": round(float(h.score), 4)}
              for h in hits]  # redacted before the snippets below are cut
     text = "\n".join(f"- {i['key']}: {i['content'][:SNIPPET]}" for i in items) or "(no matches)"
     degraded = getattr(hits, "degraded", None)

@@ -64,6 +64,8 @@ class Privacy:
         sessions, runs = self.private_sessions(), self.private_runs()
 
         def ok(r: dict[str, Any]) -> bool:
-            owner = r.get("session_id") if r.get("session_id") in sessions else runs.get(r.get("run_id"))
+            run_id = r.get("run_id")
+            owner = r.get("session_id") if r.get("session_id") in sessions else \
+                (runs.get(run_id) if run_id is not None else None)
             return owner is None or owner == caller
         return [r for r in rows if ok(r)]

@@ -213,6 +213,7 @@ class Toolbox(DecisionTools, SystemTools):
             item = Interventions(self.ws.db).request(row.id, "stop", surface="mcp", by="mcp client")
             return {"agent_id": row.id, "run_id": row.run_id, "status": row.status, "error": None,
                     "queued": item.id, "note": "the run lives in another process; it stops there within a second"}
+        assert run is not None   # _live_node returns a node only with its run
         if node.terminal:
             raise UsageError(f"agent {node.name} already {node.status}; nothing to stop")
         run.stop(None if node.id == run.id else node.id, reason=reason)

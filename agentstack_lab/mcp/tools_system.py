@@ -11,7 +11,8 @@ spawned agent along its lifecycle; an agent of an engine run is changed through 
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -23,7 +24,10 @@ __all__ = ["SystemTools", "SYSTEM_TOOL_NAMES"]
 SYSTEM_TOOL_NAMES = ("agent_spawn", "agent_update_status", "identity_get", "identity_list", "identity_update",
                      "system_health", "system_config")
 
-SpawnStatus = Literal[tuple(s for s in AGENT_STATUSES if s not in ("pending", "paused"))]  # type: ignore[valid-type]
+if TYPE_CHECKING:   # a checker needs the values spelled out; at run time they follow events.AgentStatus
+    SpawnStatus = Literal["idle", "running", "waiting_user", "completed", "failed", "stopped"]
+else:
+    SpawnStatus = Literal[tuple(s for s in AGENT_STATUSES if s not in ("pending", "paused"))]
 """What agent_update_status may set: pending is where agents start, paused is the engine's own."""
 IdentityStatus = Literal["created", "active", "dormant", "retired"]
 
@@ -32,6 +36,8 @@ class SystemTools:
     """Mixed into the Toolbox (see the module docstring)."""
 
     ws: Any
+    _identities: Callable[[], Any]        # the Toolbox's (annotations only: the Toolbox defines them)
+    _identity_id: Callable[[str], str]
 
     # --- agents (seed §1.2) ------------------------------------------------------------------------
     def _spawner(self) -> Any:

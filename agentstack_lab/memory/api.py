@@ -46,6 +46,7 @@ from agentstack_lab.memory.search import (
 if TYPE_CHECKING:
     from agentstack_lab.config import MemoryConfig
     from agentstack_lab.embeddings.registry import Embedder
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["Memory", "Entry", "SearchResult", "SearchHits", "MemoryValidationError", "SearchMode", "content_hash"]
 
@@ -86,11 +87,11 @@ def _collector_paused() -> Iterator[None]:
 class Memory:
     """Store and search memory entries (SQLite file or PostgreSQL, see :mod:`agentstack_lab.memory.backends`).
 
-    ``db`` is the workspace's SQLite ``Database`` or a
+    ``db`` is the workspace's ``SQLiteDatabase`` or a
     :class:`~agentstack_lab.memory.backends.postgres.PgDatabase`; the backend follows from it.
     """
 
-    def __init__(self, db: Any, *, embedder: Embedder, config: MemoryConfig | None = None,
+    def __init__(self, db: Database, *, embedder: Embedder, config: MemoryConfig | None = None,
                  context: AccessContext | None = None, _backend: Any = None,
                  _health: EmbedderHealth | None = None):
         from agentstack_lab.config import MemoryConfig

@@ -170,6 +170,7 @@ class FtsFile(PerThreadConnections):
                 if seq == top and same:
                     return top
                 follows = _rebuild_reason(c, seq, same, top) is None
+                db_id = None   # read below when the index follows (else it is rebuilt whole)
                 if follows:
                     db_id = c.execute(f"SELECT {_DB_ID}").fetchone()[0]
                     last = c.execute("SELECT coalesce(max(id), 0) FROM memory_fts_docsize").fetchone()[0]

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
 
 __all__ = ["rrf_fuse"]
 
+_Id = TypeVar("_Id", bound=Hashable)   # the ids come back as they went in (row ids: ints)
 
-def rrf_fuse(ranked: Mapping[str, Sequence[Hashable]], weights: Mapping[str, float], *,
-             k: int = 60) -> list[tuple[Hashable, float]]:
+
+def rrf_fuse(ranked: Mapping[str, Sequence[_Id]], weights: Mapping[str, float], *,
+             k: int = 60) -> list[tuple[_Id, float]]:
     """Fuse ranked id lists: ``score(id) = sum_i w_i / (k + rank_i)``, de-duplicated by id.
 
     Scores are divided by the best possible score (rank 1 in every list), so they fall in 0..1.
     Ties keep the order of first appearance.
     """
-    scores: dict[Hashable, float] = {}
+    scores: dict[_Id, float] = {}
     for name, ids in ranked.items():
         w = float(weights.get(name, 1.0))
         for rank, item in enumerate(ids, start=1):

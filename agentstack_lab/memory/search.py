@@ -22,6 +22,7 @@ import html
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -48,8 +49,10 @@ class Memory(Protocol):
     context: Any
     _health: Any
 
-    def _filters(self, namespace: str | None, agent_id: str | None, include_shared: bool | None) -> Any: ...
-    def _where(self, namespace: str | None, agent_id: str | None, include_shared: bool | None) -> Any: ...
+    def _filters(self, namespace: str | None, agent_id: str | None,
+                 include_shared: bool | None) -> tuple[str | None, str | None, bool]: ...
+    def _where(self, namespace: str | None, agent_id: str | None,
+               include_shared: bool) -> tuple[str, builtins.list[Any]]: ...
 
 
 class EmbedderFailedError(AgentstackError, RuntimeError):
@@ -133,7 +136,7 @@ def vector_floor(embedder: Any, query: str, configured: float | None = None) -> 
     """
     if configured is not None:
         return float(configured)
-    floor = getattr(embedder, "similarity_floor", None)
+    floor: Callable[[str], float] | None = getattr(embedder, "similarity_floor", None)
     if callable(floor):
         return float(floor(query))
     return float(getattr(embedder, "min_similarity", DEFAULT_MIN_SIMILARITY))
@@ -200,6 +203,7 @@ def search(memory: Memory, query: str, mode: SearchMode = "hybrid", *, namespace
     elif mode in ("fts", "hybrid"):
         where, params = memory._where(namespace, agent_id, include_shared)
         fts_hits = memory.backend.fts(query, where, params, pool)
+    ranked: builtins.list[tuple[int, float]]
     if mode == "fts" or degraded:
         ranked = [(h["rid"], h["score"]) for h in fts_hits]
     elif mode == "vector":

@@ -33,10 +33,13 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import SessionError, check_session_id, session_namespace
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["Session", "Sessions", "SessionError", "SessionAccessError", "token_hash"]
 
@@ -73,7 +76,7 @@ class Session:
 class Sessions:
     """Start, end and inspect sessions of one workspace database."""
 
-    def __init__(self, db: Any, memory: Any):
+    def __init__(self, db: Database, memory: Any):
         self.db = db
         self.memory = memory
 
@@ -87,8 +90,8 @@ class Sessions:
 
     def _session(self, row: Any, entries: int | None = None) -> Session:
         if entries is None:
-            entries = self.db.conn.execute("SELECT count(*) FROM memory WHERE namespace = ?",
-                                           (session_namespace(row[0]),)).fetchone()[0]
+            entries = int(self.db.conn.execute("SELECT count(*) FROM memory WHERE namespace = ?",
+                                               (session_namespace(row[0]),)).fetchone()[0])
         return Session(id=row[0], name=row[1], status=row[2], started_at=row[3], ended_at=row[4],
                        metadata=json.loads(row[5]), entries=entries)
 

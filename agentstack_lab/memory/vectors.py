@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import extract_session_id
 from agentstack_lab.memory.index import IndexChanging, IndexDamaged, SharedIndex
 from agentstack_lab.store.connection import row_numbers
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.connection import SQLiteDatabase
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +175,7 @@ class _Matrix:
 class VectorIndex:
     """The ``memory_vec`` table and the search structure kept in step with it, for one database."""
 
-    def __init__(self, db: Any, *, dimensions: int, use_cache: bool = True, shared: bool = True):
+    def __init__(self, db: SQLiteDatabase, *, dimensions: int, use_cache: bool = True, shared: bool = True):
         self.db = db
         self.dimensions = dimensions
         self.use_cache = use_cache
@@ -240,7 +243,7 @@ class VectorIndex:
             part = mat[at:at + BLOCK_ROWS]
             conn.execute(f"{row_numbers(4)} INSERT INTO memory_vec (rid, embedding)"
                          " SELECT ?1 + i, substr(?2, i * ?3 + 1, ?3) FROM s",
-                         (first + at, memoryview(part).cast("B"), size, len(part)))
+                         (first + at, part.data.cast("B"), size, len(part)))
 
     def remove(self, conn: Any, rids: list[int]) -> None:
         if rids:

@@ -32,7 +32,8 @@ from agentstack_lab.validation import seconds_text
 if TYPE_CHECKING:
     from agentstack_lab.config import Config
     from agentstack_lab.embeddings.registry import Embedder
-    from agentstack_lab.store.connection import Database
+    from agentstack_lab.store.connection import SQLiteDatabase
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["check", "Checked", "KINDS", "STATUSES", "EXIT_CODES", "PROBE_TIMEOUT_S", "worst"]
 
@@ -43,7 +44,7 @@ class Checked(Protocol):
     config: Config
 
     @property
-    def db(self) -> Database: ...
+    def db(self) -> SQLiteDatabase: ...
 
     @property
     def db_path(self) -> Path: ...
@@ -169,7 +170,7 @@ def _unanswered(name: str, config: Any) -> str | None:
     return None
 
 
-def _embedder(ws: Checked, db: Any) -> dict[str, Any]:
+def _embedder(ws: Checked, db: Database) -> dict[str, Any]:
     down = _unanswered(ws.config.memory.embedder, ws.config)
     if down is not None:  # memory search falls back to keywords meanwhile: degraded, not down
         return _item("embedder", "degraded", down)
@@ -207,11 +208,11 @@ def _provider(ws: Checked) -> dict[str, Any]:
     return _item("provider", "healthy", f"default provider {name!r} configured")
 
 
-def _has_table(db: Any, name: str) -> bool:
+def _has_table(db: Database, name: str) -> bool:
     return bool(db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)))
 
 
-def _queue(db: Any, now: float) -> list[dict[str, Any]]:
+def _queue(db: Database, now: float) -> list[dict[str, Any]]:
     if not _has_table(db, "task_queue"):
         return [_item("queue", "healthy", "no durable queue in this database (coordination not installed)",
                       depth=0)]
@@ -235,7 +236,7 @@ def _seconds_since(iso: str | None, now: float) -> float:
     return 0.0
 
 
-def _agents(ws: Checked, db: Any, now: float) -> list[dict[str, Any]]:
+def _agents(ws: Checked, db: Database, now: float) -> list[dict[str, Any]]:
     limit = ws.config.monitoring.max_time_without_deliverable_s
     rows = db.query("SELECT id, type, status, updated_at, metadata FROM agents "
                     f"WHERE status IN ({', '.join(repr(s) for s in UNFINISHED)})")
@@ -283,7 +284,7 @@ def check(ws: Checked, kind: str = "detailed") -> dict[str, Any]:
     return {"status": worst(checks), "kind": kind, "checks": checks, "at": now}
 
 
-def _readable(db: Any) -> bool:
+def _readable(db: Database) -> bool:
     with contextlib.suppress(Exception):
         db.query("SELECT count(*) FROM agents")
         return True

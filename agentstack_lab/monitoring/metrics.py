@@ -21,10 +21,13 @@ import contextlib
 import json
 import math
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.events import AGENT_STATUSES as _STATUSES
 from agentstack_lab.events import UNFINISHED
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["WorkspaceCollector", "exposition", "BUCKETS"]
 
@@ -37,7 +40,7 @@ BUCKETS = {
 AGENT_STATUSES = tuple(s for s in _STATUSES if s != "idle")  # the engine's statuses, from events.py
 
 
-def _rows(db: Any, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+def _rows(db: Database, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
     try:
         return db.query(sql, params)
     except Exception as exc:  # a table another version adds (task_queue) may be absent
@@ -61,7 +64,7 @@ def _histogram(name: str, doc: str, values: Iterable[float], buckets: tuple[floa
 class WorkspaceCollector:
     """A ``prometheus_client`` collector reading one workspace database on every scrape."""
 
-    def __init__(self, db: Any):
+    def __init__(self, db: Database):
         self.db = db
 
     def describe(self) -> list[Any]:
@@ -136,7 +139,7 @@ class WorkspaceCollector:
                          BUCKETS["latency"])
 
 
-def exposition(db: Any, *, extra: Iterable[Any] = ()) -> bytes:
+def exposition(db: Database, *, extra: Iterable[Any] = ()) -> bytes:
     """The Prometheus text exposition of a workspace's metrics (a registry of its own, not the global one).
 
     ``extra``: more collectors, e.g. the server's own gauges (its WebSocket clients).

@@ -25,7 +25,10 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["PHASES", "AgentResources", "ResourceMonitor", "RunMonitor", "MonitoredRun", "Terminated", "LIMITS"]
 
@@ -92,7 +95,7 @@ class AgentResources:
 class ResourceMonitor:
     """Counts and phases for the agents of one process (the seed's service), with the phase log in ``db``."""
 
-    def __init__(self, config: Any, *, db: Any = None, run_id: str | None = None, clock: Any = time.time):
+    def __init__(self, config: Any, *, db: Database | None = None, run_id: str | None = None, clock: Any = time.time):
         self.config = config
         self.db = db
         self.run_id = run_id
@@ -191,7 +194,7 @@ class MonitoredRun(Protocol):
 class RunMonitor:
     """The monitor as one run sees it: usage in, pause/decision/stop out (see the module docstring)."""
 
-    def __init__(self, run: MonitoredRun, config: Any, *, db: Any = None):
+    def __init__(self, run: MonitoredRun, config: Any, *, db: Database | None = None):
         self.run = run
         self.monitor = ResourceMonitor(config, db=db, run_id=run.run_id)
 

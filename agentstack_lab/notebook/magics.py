@@ -370,16 +370,22 @@ def _rewrite(line: str) -> str:
     if len(tree.body) != 1:
         return line
     stmt = tree.body[0]
-    call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+    if not isinstance(stmt, (ast.Expr, ast.Assign)):
+        return line
+    call = stmt.value
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
             and call.func.attr in ("run_line_magic", "run_cell_magic")
             and isinstance(call.func.value, ast.Call) and getattr(call.func.value.func, "id", "") == "get_ipython"
-            and len(call.args) >= 2 and all(isinstance(a, ast.Constant) for a in call.args[:3])
-            and call.args[0].value == "agent"):
+            and len(call.args) >= 2):
         return line
-    cell = call.args[2].value if call.func.attr == "run_cell_magic" and len(call.args) > 2 else None
+    consts = [a.value for a in call.args[:3] if isinstance(a, ast.Constant)]
+    if len(consts) < len(call.args[:3]) or consts[0] != "agent" or not isinstance(consts[1], str):
+        return line
+    cell = consts[2] if call.func.attr == "run_cell_magic" and len(consts) > 2 else None
+    if cell is not None and not isinstance(cell, str):
+        return line
     try:
-        if not parse_agent_line(call.args[1].value, cell).wait:
+        if not parse_agent_line(consts[1], cell).wait:
             return line
     except MagicUsageError:
         return line  # let the magic report it
@@ -491,6 +497,7 @@ class AgentstackMagics(Magics):
             from agentstack_lab.notebook.snapshot import SavedRun
 
             if ref.startswith("{"):
+                assert self.shell is not None   # IPython registers magics with their shell
                 if ref[1:-1] not in self.shell.user_ns:
                     raise UsageError(f"%agent show: no variable {ref[1:-1]!r} in the kernel")
                 ref = str(self.shell.user_ns[ref[1:-1]])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -144,7 +144,8 @@ def memory_frame(records: list[dict[str, Any]], columns: list[str], kind: str) -
     frame = pd.DataFrame(columns=columns) if frame.empty else frame[[c for c in columns if c in frame.columns]]
     for col in ("created_at", "updated_at"):
         if col in frame.columns and pd.api.types.is_numeric_dtype(frame[col]) and not frame.empty:
-            frame[col] = pd.to_datetime(frame[col], unit="s", utc=True).dt.tz_convert(None).dt.floor("s")
+            seconds = cast(pd.Series, frame[col])   # one column (pandas' stubs widen it to any indexing result)
+            frame[col] = pd.to_datetime(seconds, unit="s", utc=True).dt.tz_convert(None).dt.floor("s")
     out = MemoryFrame(frame)
     out.memory_kind = kind
     return out

@@ -135,6 +135,7 @@ class ProvenanceMagics(Magics):
         self.journal: Any = None
 
     def _workspace(self) -> Workspace:
+        assert self.shell is not None   # IPython registers magics with their shell
         agent = self.shell.magics_manager.registry.get("AgentstackMagics")
         if agent is not None:
             return agent.workspace

@@ -11,13 +11,16 @@ few KB, not the whole transcript, to the notebook file.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.state import token_text, tree_scope
 from agentstack_lab.events import TERMINAL
 from agentstack_lab.notebook.render import STATUS_VARS, pill
 from agentstack_lab.notebook.sanitize import escape, markdown_to_html
 from agentstack_lab.notebook.tree import tree_to_markdown, tree_to_text
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["SNAPSHOT_MIME", "snapshot", "snapshot_bundle", "snapshot_html", "SavedRun"]
 
@@ -86,7 +89,7 @@ def snapshot_bundle(tree: Any, *, run_id: str | None) -> dict[str, Any]:
 class SavedRun:
     """A past run rebuilt from the workspace's event log, displayed as its snapshot (``%agent show ID``)."""
 
-    def __init__(self, db: Any, run_ref: str):
+    def __init__(self, db: Database, run_ref: str):
         from agentstack_lab.engine.activity import resolve_run
         from agentstack_lab.engine.log import rebuild_tree
 

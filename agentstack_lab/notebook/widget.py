@@ -73,7 +73,7 @@ Responder = Callable[[str, str, Any], None]
 Stopper = Callable[[str], None]
 
 
-def _hidden(widget: W.Widget, hidden: bool) -> None:
+def _hidden(widget: W.DOMWidget, hidden: bool) -> None:
     value = "none" if hidden else None
     if widget.layout.display != value:
         widget.layout.display = value
@@ -149,7 +149,8 @@ class _NodeView:
         self.confirm_yes.on_click(self._on_confirm)
         self.confirm_no.on_click(lambda _b: self._confirming(False))
         self.card: QueryCard | None = None
-        self._segments: list[tuple[Any, W.Widget]] = []  # (what was drawn, its widget), per transcript item
+        # (what was drawn, its widget: an HTML for text, a box for a tool call), per transcript item
+        self._segments: list[tuple[Any, Any]] = []
         self._answered_from: str | None = None  # the note shown when another surface answered
         self._status = ""
         self._folded = False
@@ -344,7 +345,8 @@ class AgentTree(W.VBox):
         self.presence = Presence(on_event=self._on_presence)
         self.views = 0  # front-end views showing this tree now (as the Presence child reports them)
         self._gone: tuple[str, float] | None = None
-        self.on_gone: Callable[[str], None] | None = None  # called with "cleared" / "cell-deleted"
+        # called with "cleared" / "cell-deleted" (what it returns is not used)
+        self.on_gone: Callable[[str], object] | None = None
         self.earlier = W.VBox()
         self.earlier.add_class("agentstack-earlier")
         self.notice = W.HTML()

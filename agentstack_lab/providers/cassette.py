@@ -38,7 +38,7 @@ import json
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -312,7 +312,7 @@ class ReplayProvider:
 
     def secrets(self) -> list[str]:
         """The real provider's secrets in ``new_episodes`` mode; none when only replaying."""
-        held = getattr(self.inner, "secrets", None)
+        held: Callable[[], Iterable[str]] | None = getattr(self.inner, "secrets", None)
         return list(held()) if callable(held) else []
 
     def record_tool_result(self, call: dict[str, Any]) -> None:

@@ -143,7 +143,8 @@ class ProviderRegistry(FactoryRegistry[Factory]):
         """
         if name is None:
             providers = getattr(config, "providers", None)
-            name = getattr(providers, "default", None) or "scripted"
+            default: str = getattr(providers, "default", None) or "scripted"
+            name = default
         factory = self.factory(name)
         if factory is None:
             raise UnknownProviderError(f"unknown provider {name!r}; valid providers: {', '.join(self.names())}")

@@ -36,6 +36,7 @@ class AgentstackExtension(ExtensionApp):
     def initialize_settings(self) -> None:
         from agentstack_lab.workspace import Workspace
 
+        assert self.serverapp is not None   # the server links its extensions before their settings
         root = self.workspace or self.serverapp.root_dir
         ws = Workspace.open(Path(root).expanduser(), announce=False)
         ws.db  # noqa: B018 - open and migrate now: a broken database is a start-up error, not a 500 later

@@ -12,12 +12,15 @@ runs count, not only this server's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tornado
 
 from agentstack_lab.errors import UsageError
 from agentstack_lab.server.base import PREFIX, BaseHandler, person_name
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["control_routes", "run_extras"]
 
@@ -87,14 +90,14 @@ class TasksHandler(BaseHandler):
             lambda: list_tasks(self.db, status=status, run=run, limit=limit))})
 
 
-def list_tasks(db: Any, *, status: str | None, run: str | None, limit: int) -> list[dict[str, Any]]:
+def list_tasks(db: Database, *, status: str | None, run: str | None, limit: int) -> list[dict[str, Any]]:
     """Tasks, newest first, through the tasks service."""
     from agentstack_lab.tasks import TaskStore
 
     return [t.to_dict() for t in TaskStore(db).list(status=status, run_id=run, limit=limit)]
 
 
-def run_extras(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+def run_extras(db: Database, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Per run: its ``origin`` (notebook path, terminal, worker, MCP, lab), pending decisions, and more.
 
     For a follow-up (``run.ask`` / ``%agent --continue``): the run it continues and that run's question.

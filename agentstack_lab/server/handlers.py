@@ -31,6 +31,7 @@ from agentstack_lab.server.hub import Message, dumps
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
     pass
 
 __all__ = ["ServerState", "routes", "MAX_UNSENT"]
@@ -63,7 +64,7 @@ class RunsHandler(BaseHandler):
         self.reply({"runId": run.id, "status": run.status, "options": run.options.to_dict()}, status=201)
 
 
-def runs_page(db: Any, limit: int) -> list[dict[str, Any]]:
+def runs_page(db: Database, limit: int) -> list[dict[str, Any]]:
     """The newest ``limit`` runs with their counts, origin, pending decisions and each agent's last event."""
     from agentstack_lab.engine.activity import last_events
     from agentstack_lab.engine.liveness import reap_orphans
@@ -79,7 +80,7 @@ def runs_page(db: Any, limit: int) -> list[dict[str, Any]]:
     return [{**r, **stats.get(r["id"], {}), **extras.get(r["id"], {}), "last": last.get(r["id"])} for r in runs]
 
 
-def _run_stats(db: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+def _run_stats(db: Database, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     if not run_ids:
         return {}
     marks = ",".join("?" * len(run_ids))
@@ -104,7 +105,7 @@ class RunHandler(BaseHandler):
         self.reply({"runId": run_id, "tree": tree, "options": options})
 
 
-def _recorded_options(db: Any, run_id: str) -> dict[str, Any] | None:
+def _recorded_options(db: Database, run_id: str) -> dict[str, Any] | None:
     """The effective options a run of another process recorded in its root's ``agents`` row."""
     rows = db.query("SELECT metadata FROM agents WHERE id = ?", (run_id,))
     try:
@@ -130,7 +131,7 @@ class RunEventsHandler(BaseHandler):
         self.reply(await self.state.off_loop(read))
 
 
-def _resolve(db: Any, ref: str, resolve: Any) -> str:
+def _resolve(db: Database, ref: str, resolve: Any) -> str:
     try:
         return resolve(db, ref)
     except AgentstackError:
@@ -146,6 +147,8 @@ class MemorySearchHandler(BaseHandler):
         if not query.strip():
             raise UsageError("q (the search text) is required")
         mode = self.get_argument("mode", "hybrid")
+        if mode not in ("hybrid", "fts", "vector"):   # checked here too, so the type checker knows the mode
+            raise UsageError(f"mode must be 'hybrid', 'fts' or 'vector', got {mode!r}")
         limit = self.int_arg("limit", 10, lo=1, hi=1000)
         hits = await self.state.off_loop(lambda: self.state.workspace.memory.search(query, mode, limit=limit))
         self.reply({"results": [_hit(h) for h in hits], "degraded": getattr(hits, "degraded", None)})
@@ -156,7 +159,9 @@ def _hit(hit: Any) -> dict[str, Any]:
         return hit.to_dict()
     import dataclasses
 
-    return dataclasses.asdict(hit) if dataclasses.is_dataclass(hit) else dict(vars(hit))
+    if dataclasses.is_dataclass(hit) and not isinstance(hit, type):
+        return dataclasses.asdict(hit)
+    return dict(vars(hit))
 
 
 class HealthHandler(BaseHandler):
@@ -188,7 +193,8 @@ class MetricsHandler(BaseHandler):
         self.finish(await self.state.off_loop(lambda: exposition(self.state.workspace.db, extra=[_ServerGauges()])))
 
 
-class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
+# The bases disagree on prepare() (JupyterHandler: async, WebSocketHandler: not), a gap in their typing
+class EventsSocket(JupyterHandler, websocket.WebSocketHandler):  # pyright: ignore[reportIncompatibleMethodOverride]
     """The seed's protocol: the log's outbound events out, ``start-agent``/``user-response``/... in."""
 
     @property
@@ -201,7 +207,8 @@ class EventsSocket(JupyterHandler, websocket.WebSocketHandler):
         if res is not None:
             await ensure_async(res)
 
-    def check_origin(self, origin: str) -> bool:  # Jupyter's own origin policy (allow_origin settings)
+    # Jupyter's own origin policy (allow_origin settings); tornado's parameter name, as tornado calls it
+    def check_origin(self, origin: str) -> bool:  # pyright: ignore[reportIncompatibleMethodOverride]
         return JupyterHandler.check_origin(self, origin)
 
     async def open(self) -> None:  # type: ignore[override]

@@ -18,9 +18,12 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.activity import EventFollower
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["EventHub", "coalesce"]
 
@@ -56,7 +59,7 @@ def coalesce(rows: list[dict[str, Any]]) -> list[Message]:
 class EventHub:
     """One tail of the event log shared by every connected client."""
 
-    def __init__(self, db: Any, *, poll_interval: float = 0.05, start_at_head: bool = True):
+    def __init__(self, db: Database, *, poll_interval: float = 0.05, start_at_head: bool = True):
         self.db = db
         self.poll_interval = poll_interval
         self._follower = EventFollower(db)

@@ -1,5 +1,6 @@
-"""The workspace's single SQLite file: driver, connection set-up and migrations."""
+"""The workspace's single SQLite file: driver, connection set-up and migrations; the ``Database`` protocol."""
 
-from agentstack_lab.store.connection import Database, connect
+from agentstack_lab.store.connection import SQLiteDatabase, connect
+from agentstack_lab.store.protocol import Database
 
-__all__ = ["Database", "connect"]
+__all__ = ["Database", "SQLiteDatabase", "connect"]

@@ -16,20 +16,25 @@ import logging
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import sqlean as sqlite
-import sqlite_vec
+import sqlite_vec  # pyright: ignore[reportMissingTypeStubs]
+
+if TYPE_CHECKING:  # sqlean ships no types; it is the standard library's sqlite3 module, built with extensions
+    import sqlite3 as sqlite
+else:
+    import sqlean as sqlite
 
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.store.per_thread import PerThreadConnections
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
-__all__ = ["connect", "bulk_cache", "row_numbers", "write_transaction", "Database", "DatabaseOpenError", "ForeignDatabaseError", "StorageError", "storage_error", "storage_reason", "writable", "read_only_uri", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
+__all__ = ["connect", "bulk_cache", "row_numbers", "write_transaction", "SQLiteDatabase", "DatabaseOpenError", "ForeignDatabaseError", "StorageError", "storage_error", "storage_reason", "writable", "read_only_uri", "sqlite", "OperationalError", "IntegrityError", "is_busy"]
 
 OperationalError = sqlite.OperationalError
 IntegrityError = sqlite.IntegrityError
@@ -222,7 +227,7 @@ def is_busy(exc: BaseException) -> bool:
     return isinstance(exc, OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
-def _retry(fn, attempts: int = 50):
+def _retry(fn: Callable[[], T], attempts: int = 50) -> T | None:
     for i in range(attempts):
         try:
             return fn()
@@ -248,7 +253,7 @@ def bulk_cache(conn: Any) -> None:
 
 
 @contextlib.contextmanager
-def write_transaction(conn: Any, begin: str, *then: str) -> Iterator[None]:
+def write_transaction(conn: Any, begin: str, *then: str) -> Generator[None]:
     """``begin`` and the statements ``then`` (each retried on busy) … ``COMMIT``; ROLLBACK on any error."""
     _retry(lambda: conn.execute(begin))
     try:
@@ -264,7 +269,7 @@ def write_transaction(conn: Any, begin: str, *then: str) -> Iterator[None]:
         raise
 
 
-class Database(PerThreadConnections):
+class SQLiteDatabase(PerThreadConnections):
     """A workspace database: one file, a connection per thread, migrated on open.
 
     Use :meth:`transaction` for writes: it takes the write lock up front
@@ -303,7 +308,7 @@ class Database(PerThreadConnections):
         return write_transaction(conn, "BEGIN IMMEDIATE")
 
     @contextlib.contextmanager
-    def checkpoint_later(self) -> Iterator[None]:
+    def checkpoint_later(self) -> Generator[None]:
         """Commits inside skip SQLite's automatic WAL checkpoint; one runs on a background thread afterwards.
 
         Why: a ``store_many`` batch of 10k entries leaves ~40 MB of WAL frames, so its commit checkpoints

@@ -1,6 +1,6 @@
 """A connection per thread, opened on first use, with joinable transactions: what both databases share.
 
-The workspace's SQLite ``Database`` (:mod:`agentstack_lab.store.connection`) and the team memory's
+The workspace's ``SQLiteDatabase`` (:mod:`agentstack_lab.store.connection`) and the team memory's
 ``PgDatabase`` (:mod:`agentstack_lab.memory.backends.postgres`) were two copies of the same ~40 lines:
 each thread gets its own connection (a transaction belongs to a connection, so threads sharing one
 would write into each other's transactions), a transaction opened inside another on the same thread
@@ -24,7 +24,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 __all__ = ["PerThreadConnections"]
@@ -82,7 +82,7 @@ class PerThreadConnections(abc.ABC):
         return self.conn.execute(sql, params).fetchall()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Any]:
+    def transaction(self) -> Generator[Any]:
         """One transaction on this thread's connection (see :meth:`_begin`); nested use joins the outer one."""
         conn = self.conn
         depth = getattr(self._local, "depth", 0)

@@ -9,9 +9,13 @@ row grows with the value. Reads join the ``agents`` table for the agent's readab
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["ACTIONS", "COLUMNS", "MAX_SUMMARY", "write", "read", "frame", "run_ids"]
 
@@ -25,9 +29,9 @@ def _clip(text: Any) -> str:
     return text if len(text) <= MAX_SUMMARY else text[: MAX_SUMMARY - 1] + "…"
 
 
-def write(db: Any, rows: Iterable[dict[str, Any]]) -> int:
+def write(db: Database, rows: Iterable[dict[str, Any]]) -> int:
     """Insert rows (``run_id``, ``agent_id``, ``call_id``, ``name``, ``action``, ``before``, ``after``, ``at``)."""
-    values = []
+    values: list[tuple[Any, ...]] = []
     for r in rows:
         if r["action"] not in ACTIONS:
             raise ValueError(f"provenance action must be one of {', '.join(ACTIONS)}, got {r['action']!r}")
@@ -40,9 +44,10 @@ def write(db: Any, rows: Iterable[dict[str, Any]]) -> int:
     return len(values)
 
 
-def read(db: Any, *, name: str | None = None, run_id: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+def read(db: Database, *, name: str | None = None, run_id: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows oldest first, of one ``name`` and/or one ``run_id`` (``limit``: the newest that many)."""
-    where, params = [], []
+    where: list[str] = []
+    params: list[Any] = []
     if name is not None:
         where.append("p.name = ?")
         params.append(name)
@@ -60,7 +65,7 @@ def read(db: Any, *, name: str | None = None, run_id: str | None = None, limit: 
     return rows
 
 
-def run_ids(db: Any, prefix: str) -> list[str]:
+def run_ids(db: Database, prefix: str) -> list[str]:
     """The runs with provenance rows whose id starts with ``prefix``."""
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return [r[0] for r in db.query("SELECT DISTINCT run_id FROM provenance WHERE run_id LIKE ? ESCAPE '\\' "
@@ -69,7 +74,7 @@ def run_ids(db: Any, prefix: str) -> list[str]:
 
 def frame(rows: list[dict[str, Any]]) -> Any:
     """Rows as a pandas DataFrame with :data:`COLUMNS` (``time`` a local timestamp); pandas imported here."""
-    import pandas as pd
+    pd: Any = importlib.import_module("pandas")   # typed loosely: pandas ships no complete types
 
     records = [{"time": r["created_at"], **{c: r.get(c) for c in COLUMNS[1:]}} for r in rows]
     out = pd.DataFrame.from_records(records, columns=COLUMNS)

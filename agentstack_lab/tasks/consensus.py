@@ -23,9 +23,12 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import AgentstackError, NotFoundError
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["Consensus", "Checkpoint", "ProposedSubtask", "ConsensusError", "CheckpointNotFoundError",
            "estimate_risk", "requires_consensus", "RISK_ORDER"]
@@ -141,7 +144,7 @@ def review_prompt(cp_or_subtasks: Any, risk_level: str, parent_input: str | None
 class Consensus:
     """Checkpoints of one workspace: ``config`` is its ``consensus`` section, ``decisions`` its queue."""
 
-    def __init__(self, db: Any, config: Any, decisions: Any):
+    def __init__(self, db: Database, config: Any, decisions: Any):
         self.db = db
         self.config = config
         self.decisions = decisions
@@ -221,7 +224,7 @@ class Consensus:
             return cp
         ids = [s.id for s in cp.proposed_subtasks]
         if d.state == "answered":
-            answer = d.answer if isinstance(d.answer, dict) else {"approved": bool(d.answer)}
+            answer: dict[str, Any] = d.answer if isinstance(d.answer, dict) else {"approved": bool(d.answer)}
             rejected = list(answer.get("rejected_subtask_ids") or [])
             if not answer.get("approved") and not rejected:
                 rejected = ids

@@ -17,10 +17,13 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.tasks.store import TaskStore
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["DriftDetector", "DriftResult", "DriftPreventedError"]
 
@@ -56,7 +59,7 @@ class DriftResult:
 class DriftDetector:
     """Checks, indexes and reports drift for one workspace (``config`` is its ``drift`` section)."""
 
-    def __init__(self, db: Any, embedder: Any, config: Any):
+    def __init__(self, db: Database, embedder: Any, config: Any):
         self.db = db
         self.embedder = embedder
         self.config = config

@@ -9,13 +9,16 @@ required a checkpoint is created *instead of* the task, and approving it creates
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import UsageError
 from agentstack_lab.redaction import redact, secret_values
 from agentstack_lab.tasks.consensus import Checkpoint, Consensus
 from agentstack_lab.tasks.drift import DriftDetector, DriftPreventedError
 from agentstack_lab.tasks.store import TaskStore
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["TaskService", "RISK_LEVELS"]
 
@@ -35,7 +38,7 @@ class TaskService:
             (``Workspace.session_lookup``).
     """
 
-    def __init__(self, db: Any, embedder: Any, config: Any, decisions: Any = None, *, session_exists: Any = None,
+    def __init__(self, db: Database, embedder: Any, config: Any, decisions: Any = None, *, session_exists: Any = None,
                  agent_types: Any = None):
         self.store = TaskStore(db, session_exists=session_exists)
         self.agent_types = agent_types   # the workspace's agent types: an unknown --type is refused up front

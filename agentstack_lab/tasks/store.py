@@ -19,11 +19,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from agentstack_lab.errors import AgentstackError, NotFoundError
 from agentstack_lab.events import TERMINAL, RelationshipType
 from agentstack_lab.events import TRANSITIONS as AGENT_TRANSITIONS
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["Task", "TaskRelationship", "TaskStore", "TaskError", "TaskNotFoundError", "TRANSITIONS",
            "TASK_STATUSES", "TERMINAL", "RELATIONSHIP_TYPES"]
@@ -114,7 +117,7 @@ def check_transition(task_id: str, current: str, new: str) -> None:
 class TaskStore:
     """Create, read, move and relate tasks of one workspace database."""
 
-    def __init__(self, db: Any, *, session_exists: Callable[[str], bool] | None = None):
+    def __init__(self, db: Database, *, session_exists: Callable[[str], bool] | None = None):
         self.db = db
         self.session_exists = session_exists
         self._known: set[str] = set()

@@ -5,7 +5,16 @@ Nothing heavy is imported here; names resolve lazily.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:   # for type checkers only: at run time __getattr__ below imports each name on first use
+    from agentstack_lab.workflows.api import Workflow
+    from agentstack_lab.workflows.execute import RunResult, run_notebook
+    from agentstack_lab.workflows.model import Finding, PhaseResult, WorkflowConfig, WorkflowReport
+    from agentstack_lab.workflows.params import inject_parameters
+    from agentstack_lab.workflows.pool import KernelPool
+    from agentstack_lab.workflows.runner import PhaseRunner, PhaseScope
+    from agentstack_lab.workflows.schema import validate_report
 
 __all__ = [
     "Finding",

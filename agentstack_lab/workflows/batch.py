@@ -57,6 +57,7 @@ def plan_runs(notebooks: list[Path], base: dict[str, Any], grid: list[dict[str, 
     stems = [s.output for s in specs]
     if len(set(stems)) != len(stems):  # same notebook name from two folders
         for k, spec in enumerate(specs):
+            assert spec.output is not None and spec.report is not None   # both set just above
             spec.output = out_dir / f"{k + 1:03d}-{spec.output.name}"
             spec.report = out_dir / f"{k + 1:03d}-{spec.report.name}"
     return specs

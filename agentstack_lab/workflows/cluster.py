@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentstack_lab.coordination.dask import (
     ClusterError,
@@ -38,6 +38,9 @@ from agentstack_lab.coordination.dask import (
 )
 from agentstack_lab.workflows.batch import RunSpec, notebook_kernel
 from agentstack_lab.workflows.execute import RunResult
+
+if TYPE_CHECKING:
+    from agentstack_lab.workflows.dask_pool import KernelPoolPlugin
 
 __all__ = ["ClusterError", "ClusterRun", "run_batch_on_cluster", "connect_cluster", "ensure_pool"]
 
@@ -71,7 +74,7 @@ def _run_on_worker(spec: dict[str, Any], options: dict[str, Any], key: str, plug
     if done is not None:  # it finished on a worker lost before its result was fetched: never run twice
         return {"finishedOn": done}
     worker.log_event(EVENT_TOPIC, {"key": key, "worker": worker.address})
-    pool = worker.plugins.get(plugin)
+    pool = cast("KernelPoolPlugin | None", worker.plugins.get(plugin))   # distributed types it WorkerPlugin
     if pool is None:  # the plugin is registered before any task is submitted, on every worker
         raise RuntimeError(f"worker {worker.address} has no kernel pool ({plugin})")
     # in the worker's own directory: Dask removes it even when this worker is killed mid-run
@@ -87,7 +90,8 @@ def _finished_on(key: str) -> str | None:
     """Inside a task: the worker on which run ``key`` already finished its notebook, if any."""
     from distributed import get_client
 
-    return next((ev.get("worker") for _, ev in get_client().get_events(DONE_TOPIC)
+    events = cast("Iterable[tuple[float, Any]]", get_client().get_events(DONE_TOPIC))   # sync client: not awaited
+    return next((ev.get("worker") for _, ev in events
                  if isinstance(ev, dict) and ev.get("key") == key), None)
 
 
@@ -128,6 +132,8 @@ def run_batch_on_cluster(specs: list[RunSpec], *, cluster: str | Any, kernel_nam
     """
     distributed = import_distributed()
     own = not isinstance(cluster, distributed.Client)
+    client: Any   # a distributed.Client
+    local: Any    # the LocalCluster connect_cluster started, if it did
     if isinstance(cluster, str) and cluster == "local":  # our own client on the shared cluster: the client is closed below, the cluster stays
         client, local = distributed.Client(shared_local_cluster(n_workers)), None
     else:

@@ -18,16 +18,19 @@ import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.workflows.params import ParameterError, inject_parameters
+
+if TYPE_CHECKING:
+    from agentstack_lab.workflows.model import Verdict
 
 __all__ = ["REPORT_MIME", "RunResult", "default_output_path", "run_notebook"]
 
 REPORT_MIME = "application/vnd.agentstack.workflow-report+json"
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 _EXIT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "error": EXIT_ERROR}
-_VERDICT = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
+_VERDICT: dict[str, Verdict] = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
 _STATUS = {v: k for k, v in _VERDICT.items()}
 _WATCH_INTERVAL = 0.1
 
@@ -80,7 +83,7 @@ def _find_report(nb: Any) -> dict[str, Any] | None:
     return json.loads(json.dumps(found)) if found is not None else None
 
 
-def _fallback_report(name: str, started: datetime, verdict: str, parameters: dict[str, Any]) -> dict[str, Any]:
+def _fallback_report(name: str, started: datetime, verdict: Verdict, parameters: dict[str, Any]) -> dict[str, Any]:
     from agentstack_lab.workflows.model import WorkflowReport
 
     return WorkflowReport(workflow=name, started_at=started, completed_at=datetime.now(UTC), verdict=verdict,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -49,7 +50,8 @@ def _iso(dt: datetime) -> str:
 
 def _jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return value.to_dict() if hasattr(value, "to_dict") else dataclasses.asdict(value)
+        to_dict: Callable[[], Any] | None = getattr(value, "to_dict", None)
+        return to_dict() if to_dict is not None else dataclasses.asdict(value)
     if isinstance(value, datetime):
         return _iso(value)
     if isinstance(value, dict):

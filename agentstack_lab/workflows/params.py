@@ -166,7 +166,7 @@ def declared_parameters(nb: Any) -> dict[str, str] | None:
                     for sub in ast.walk(target):
                         if isinstance(sub, ast.Name):
                             value = getattr(node, "value", None)
-                            names[sub.id] = ast.get_source_segment(cell.source, value) if value else ""
+                            names[sub.id] = (ast.get_source_segment(cell.source, value) or "") if value else ""
             return names
     return None
 

@@ -79,8 +79,10 @@ class ReviewScript:
     @classmethod
     def coerce(cls, value: ReviewScript | dict[str, Any] | str | Path | None) -> ReviewScript | None:
         """From a ReviewScript, a dict ``{"verdicts": [...], "revisions": [...]}``, or a JSON file's path."""
-        if value is None or value == "" or isinstance(value, cls):
-            return value or None
+        if value is None or value == "":
+            return None
+        if isinstance(value, cls):
+            return value
         if isinstance(value, str | Path):
             path = Path(value)
             try:

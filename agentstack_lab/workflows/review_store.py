@@ -13,9 +13,12 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentstack_lab.errors import NotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["LOOP_STATUSES", "LoopStatus", "ReviewIssue", "ReviewLoopState", "ReviewStore"]
 
@@ -88,7 +91,7 @@ def _alive(pid: int | None) -> bool:
 class ReviewStore:
     """Reads and writes of review loops in one workspace database."""
 
-    def __init__(self, db: Any):
+    def __init__(self, db: Database):
         self.db = db
 
     # --- writes ----------------------------------------------------------------------------------

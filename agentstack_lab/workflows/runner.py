@@ -232,7 +232,9 @@ class PhaseRunner:
             if phase != "reconciliation":
                 await self.execute_phase(phase)
         if "adversarial" in self.config.phases:
-            ctx.verdict = "PASS" if ctx.last("adversarial").success else "FAIL"
+            adversarial = ctx.last("adversarial")
+            assert adversarial is not None   # execute_phase appends a result for every phase it runs
+            ctx.verdict = "PASS" if adversarial.success else "FAIL"
             while ctx.verdict == "FAIL" and ctx.iteration < self.config.max_iterations:
                 ctx.iteration += 1
                 if "reconciliation" in self.config.phases:

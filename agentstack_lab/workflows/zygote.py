@@ -284,7 +284,7 @@ class _ForkedProcess:
 
 @cache
 def _provisioner_class():
-    from jupyter_client.provisioning import LocalProvisioner
+    from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
     class ZygoteProvisioner(LocalProvisioner):
         """LocalProvisioner whose ``launch_kernel`` forks from a zygote instead of exec'ing."""

@@ -13,11 +13,16 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
+
 __all__ = ["Entry", "Item", "Backend", "Background", "RowReads", "content_hash", "entry_from_row", "stale"]
+
+_Db = TypeVar("_Db", bound="Database")   # each backend's own database class (SQLiteDatabase, PgDatabase)
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ def stale(it: Item, found: dict) -> bool:
     return old is None or old[1] != it.hash
 
 
-class RowReads:
+class RowReads(Generic[_Db]):
     """The reads both backends answer with the same SQL over ``memory``, ``memory_tags`` and ``memory_versions``.
 
     A backend sets :attr:`cols` (its select list: PostgreSQL casts ``metadata`` to text) and has ``db``
@@ -85,7 +90,7 @@ class RowReads:
     """
 
     cols: str
-    db: Any
+    db: _Db
 
     def get(self, namespace: str, key: str) -> Entry | None:
         row = self.db.conn.execute(f"SELECT {self.cols} FROM memory m WHERE m.namespace = ? AND m.key = ?",
@@ -139,7 +144,7 @@ OwnerCheck = Callable[[str, str | None], None]          # (key, stored agent) ->
 class Backend(Protocol):
     """The memory tables of one database (see :mod:`.sqlite` and :mod:`.postgres`)."""
 
-    db: Any                 # has .conn, .query(sql, params), .transaction() (``?`` placeholders)
+    db: Database                 # has .conn, .query(sql, params), .transaction() (``?`` placeholders)
     dimensions: int
 
     def ensure(self, embedder_name: str, model: str) -> None: ...

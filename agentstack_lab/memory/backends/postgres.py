@@ -49,6 +49,7 @@ from agentstack_lab.store.per_thread import PerThreadConnections
 
 try:
     import psycopg
+    import psycopg.conninfo  # noqa: F401 - loaded by psycopg itself; named so its attribute is typed
 except ImportError:   # pragma: no cover - depends on the installed extras
     psycopg = None
 
@@ -90,6 +91,14 @@ def _pg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+def _driver():  # the psycopg module (its type, inferred: no annotation names a module)
+    """psycopg, or a one-line error naming the extra that installs it (an optional dependency)."""
+    if psycopg is None:
+        raise PostgresUnavailableError("memory.backend = 'postgres' needs psycopg 3: "
+                                       "pip install 'agentstack-lab[postgres]'")
+    return psycopg
+
+
 class _Conn:
     """A psycopg connection that speaks the ``?`` placeholders of the SQLite code (sessions, access)."""
 
@@ -110,13 +119,13 @@ class _Conn:
 
     @property
     def in_transaction(self) -> bool:
-        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        return self.raw.info.transaction_status != _driver().pq.TransactionStatus.IDLE
 
 
 def _describe(dsn: str) -> str:
     """``postgresql://user@host:port/db`` without the password (for messages and ``repr``)."""
     try:
-        d = psycopg.conninfo.conninfo_to_dict(dsn)
+        d = _driver().conninfo.conninfo_to_dict(dsn)
     except Exception:  # noqa: BLE001 - a malformed DSN is reported by connect()
         return "postgresql://(unparsable dsn)"
     return f"postgresql://{d.get('user', '')}@{d.get('host', 'localhost')}:{d.get('port', 5432)}/{d.get('dbname', '')}"
@@ -125,7 +134,7 @@ def _describe(dsn: str) -> str:
 class PgDatabase(PerThreadConnections):
     """The team's memory database: a connection per thread (autocommit; :meth:`transaction` for writes).
 
-    Same surface as the SQLite ``Database`` the memory layer uses (``conn``, ``query``, ``execute``,
+    Same surface as the ``SQLiteDatabase`` the memory layer uses (``conn``, ``query``, ``execute``,
     ``transaction``, shared in :class:`~agentstack_lab.store.per_thread.PerThreadConnections`), with
     ``?`` placeholders, so :mod:`agentstack_lab.memory.sessions` runs unchanged. A transaction is
     READ COMMITTED; nested use joins the outer one, as in SQLite.
@@ -134,9 +143,7 @@ class PgDatabase(PerThreadConnections):
     dialect = "postgres"
 
     def __init__(self, dsn: str, *, connect_timeout: float = 10.0, migrate: bool = True):
-        if psycopg is None:
-            raise PostgresUnavailableError("memory.backend = 'postgres' needs psycopg 3: "
-                                           "pip install 'agentstack-lab[postgres]'")
+        _driver()
         super().__init__()
         self._dsn = dsn
         self._timeout = connect_timeout
@@ -147,9 +154,10 @@ class PgDatabase(PerThreadConnections):
             run_migrations(self.conn.raw)
 
     def _open(self) -> _Conn:
+        driver = _driver()
         try:
-            raw = psycopg.connect(self._dsn, autocommit=True, connect_timeout=max(1, int(self._timeout)))
-        except psycopg.Error as exc:
+            raw = driver.connect(self._dsn, autocommit=True, connect_timeout=max(1, int(self._timeout)))
+        except driver.Error as exc:
             msg = " ".join(str(exc).split())
             raise PostgresUnavailableError(f"postgres memory at {self.path}: cannot connect: {msg}") from None
         return _Conn(raw)
@@ -191,7 +199,7 @@ def _check_text(items: list[Item]) -> None:
                                         " text cannot hold")
 
 
-class PostgresBackend(RowReads):
+class PostgresBackend(RowReads[PgDatabase]):
     """The memory tables of a :class:`PgDatabase` (see the module docstring for the semantics)."""
 
     cols = _COLS

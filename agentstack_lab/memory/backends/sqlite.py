@@ -16,9 +16,10 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +36,9 @@ from agentstack_lab.memory.fts import fts_search, fts_snippets
 from agentstack_lab.memory.fts_file import FtsFile
 from agentstack_lab.memory.vectors import VectorIndex
 from agentstack_lab.store.connection import bulk_cache, row_numbers
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.connection import SQLiteDatabase
 
 __all__ = ["SqliteBackend", "BULK_ROWS"]
 
@@ -67,7 +71,7 @@ _CONSTANT_COLUMNS = ("namespace", "metadata", "agent_id")   # sent once when a w
 _WIDTH = 13   # bytes an offset takes in _packed: a NULL mark ("1" a value, "2" NULL), then 12 digits
 
 
-def _packed(texts: list[str | None]) -> tuple[bytes, bytes]:
+def _packed(texts: Sequence[str | None]) -> tuple[bytes, bytes]:
     """One text column of a bulk insert: its values as one UTF-8 blob, and where each ends in it.
 
     The ends are fixed-width decimal (``_WIDTH`` bytes each, after one more for the first start, 0), so SQL slices a
@@ -94,14 +98,14 @@ def _unpack(n: int) -> str:
     return f"CASE substr(?{n}, (i + 1) * {_WIDTH} + 1, 1) WHEN x'32' THEN NULL ELSE {value} END"
 
 
-class SqliteBackend(RowReads):
-    """The memory tables of a workspace :class:`~agentstack_lab.store.connection.Database`."""
+class SqliteBackend(RowReads["SQLiteDatabase"]):
+    """The memory tables of a workspace :class:`~agentstack_lab.store.connection.SQLiteDatabase`."""
 
     cols = _COLS
 
     dialect = "sqlite"
 
-    def __init__(self, db: Any, *, dimensions: int, config: Any):
+    def __init__(self, db: SQLiteDatabase, *, dimensions: int, config: Any):
         self.db = db
         self.dimensions = dimensions
         self.index = VectorIndex(db, dimensions=dimensions, use_cache=config.vector.cache,
@@ -116,7 +120,7 @@ class SqliteBackend(RowReads):
         self._pool_lock = threading.Lock()
 
     def close(self) -> None:
-        """Stop the search thread and the full-text indexing (with the database: ``Database.close_with``)."""
+        """Stop the search thread and the full-text indexing (with the database: ``SQLiteDatabase.close_with``)."""
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
@@ -167,7 +171,7 @@ class SqliteBackend(RowReads):
         pending = Background(embed, todo) if len(todo) >= BULK_ROWS and in_process else None
         vectors = embed(todo) if pending is None else {}
         now = time.time()
-        # a bulk write's commit leaves its WAL checkpoint to a background thread (Database.checkpoint_later)
+        # a bulk write's commit leaves its WAL checkpoint to a background thread (SQLiteDatabase.checkpoint_later)
         later = self.db.checkpoint_later() if len(todo) >= BULK_ROWS else contextlib.nullcontext()
         with later, self.db.transaction() as conn:
             # under the write lock: a session ended by another process after our caller checked it is seen here

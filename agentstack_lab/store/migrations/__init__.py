@@ -11,9 +11,12 @@ and at the end of that list.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.store.migrations import control_plane, engine, foundation
+
+if TYPE_CHECKING:
+    from agentstack_lab.store.protocol import Database
 
 __all__ = ["MIGRATIONS", "migration", "migrate", "applied"]
 
@@ -28,11 +31,11 @@ def migration(fn: Callable[[Any], None]) -> Callable[[Any], None]:
     return fn
 
 
-def applied(db: Any) -> list[str]:
+def applied(db: Database) -> list[str]:
     return [r[0] for r in db.query("SELECT name FROM _migrations ORDER BY id")]
 
 
-def migrate(db: Any, *, upto: int | None = None) -> list[str]:
+def migrate(db: Database, *, upto: int | None = None) -> list[str]:
     """Apply pending migrations, each in its own transaction; return the names applied now.
 
     ``upto`` applies only the first ``upto`` migrations: a database as an older release left it
