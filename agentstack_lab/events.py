@@ -46,6 +46,9 @@ QUERY_KINDS: tuple[str, ...] = get_args(QueryKind)
 QUESTION_KINDS: tuple[str, ...] = get_args(QuestionKind)
 TOOL_NAMES: tuple[str, ...] = get_args(ToolName)
 RELATIONSHIP_TYPES: tuple[str, ...] = get_args(RelationshipType)
+SettableStatus = Literal["idle", "running", "waiting_user", "completed", "failed", "stopped"]
+"""What a client may set (MCP's agent_update_status): pending is where agents start, paused is the engine's own."""
+assert set(get_args(SettableStatus)) == set(AGENT_STATUSES) - {"pending", "paused"}
 
 # The engine's lifecycle (pending → running ⇄ waiting_user | paused → completed | failed | stopped) plus
 # the spawner's ``idle`` (design seed §1.2: an agent created but not yet asked anything). ``paused``: held
@@ -116,6 +119,7 @@ __all__ = [
     "ToolName",
     "RelationshipType",
     "AGENT_STATUSES",
+    "SettableStatus",
     "QUERY_KINDS",
     "QUESTION_KINDS",
     "TOOL_NAMES",

@@ -12,23 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from agentstack_lab.errors import NotFoundError, UsageError
-from agentstack_lab.events import AGENT_STATUSES
+from agentstack_lab.events import SettableStatus as SpawnStatus
 
 __all__ = ["SystemTools", "SYSTEM_TOOL_NAMES"]
 
 SYSTEM_TOOL_NAMES = ("agent_spawn", "agent_update_status", "identity_get", "identity_list", "identity_update",
                      "system_health", "system_config")
 
-if TYPE_CHECKING:   # a checker needs the values spelled out; at run time they follow events.AgentStatus
-    SpawnStatus = Literal["idle", "running", "waiting_user", "completed", "failed", "stopped"]
-else:
-    SpawnStatus = Literal[tuple(s for s in AGENT_STATUSES if s not in ("pending", "paused"))]
-"""What agent_update_status may set: pending is where agents start, paused is the engine's own."""
 IdentityStatus = Literal["created", "active", "dormant", "retired"]
 
 
