@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import sys
 import textwrap
 import threading
@@ -153,11 +154,13 @@ def test_list_and_watch_see_a_run_of_another_process(workdir):
 def test_watch_refreshes_live_in_a_terminal(workdir):
     sock = f"agentstack-test-{uuid.uuid4().hex[:8]}"
     tmux = ["tmux", "-L", sock]
+    # tmux keeps its socket in $TMUX_TMPDIR (else /tmp/tmux-UID): inside this test's own temporary folder
+    env = {**os.environ, "TMUX_TMPDIR": tempfile.gettempdir()}
     subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50",
-                    f"{SCRIPT} -w {workdir} agent watch --interval 0.2; sleep 30"], check=True, env=os.environ)
+                    f"{SCRIPT} -w {workdir} agent watch --interval 0.2; sleep 30"], check=True, env=env)
 
     def screen() -> str:
-        return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
+        return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True, env=env).stdout
 
     try:
         wait_for(lambda: "no agents yet" in screen(), timeout=30)
@@ -171,11 +174,11 @@ def test_watch_refreshes_live_in_a_terminal(workdir):
             assert proc.wait(timeout=60) == 0
         finally:
             proc.kill()
-        subprocess.run([*tmux, "send-keys", "C-c"], check=True)
+        subprocess.run([*tmux, "send-keys", "C-c"], check=True, env=env)
         wait_for(lambda: "Watch stopped." in screen(), timeout=20)
         assert "Traceback" not in screen()
     finally:
-        subprocess.run([*tmux, "kill-server"], capture_output=True)
+        subprocess.run([*tmux, "kill-server"], capture_output=True, env=env)
 
 
 @pytest.mark.slow
