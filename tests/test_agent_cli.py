@@ -7,8 +7,8 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
 import textwrap
 import threading
 import time

@@ -1,6 +1,6 @@
 """The ``agentstack-lab`` command line: one root app, one module per command group.
 
-Groups: ``memory``, ``session``, ``config``, ``agent``, ``decisions``, ``review``, ``workflow``, plus the ``mcp`` command.
+Groups: ``memory``, ``session``, ``config``, ``agent``, ``decisions``, ``review``, ``workflow``, plus the ``mcp`` and ``acp`` commands.
 Shared behaviour (opening the workspace, the exit-code policy, one-line errors, JSON and tables)
 lives in the public :mod:`agentstack_lab.cli.common`; a group module imports only from there and
 from the layers below, never from another group. Exit codes: 0 success, 1 a check failed, 2 the
@@ -26,6 +26,7 @@ from agentstack_lab.cli import (
     worker,
     workflow,
 )
+from agentstack_lab.cli.acp import acp
 from agentstack_lab.cli.common import HandledGroup, configure_logging
 from agentstack_lab.cli.mcp import mcp
 from agentstack_lab.cli.metrics import metrics
@@ -46,6 +47,7 @@ app.add_typer(worker.queue_app, name="queue")
 app.command("worker")(worker.worker)
 app.add_typer(system.app, name="system")
 app.command("mcp")(mcp)
+app.command("acp")(acp)
 app.command("metrics")(metrics)
 
 

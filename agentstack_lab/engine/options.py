@@ -264,7 +264,7 @@ SURFACES: tuple[str, ...] = ("python", "notebook", "terminal", "mcp", "lab", "wo
 
 _HEADLESS: dict[str, Any] = {"interactive": False, "executor": "subprocess"}
 _SURFACE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "python": {}, "notebook": {}, "lab": {}, "acp": {},
+    "python": {}, "notebook": {}, "lab": {}, "acp": {"executor": "subprocess", "final_question": False},
     "terminal": _HEADLESS, "mcp": _HEADLESS, "worker": {**_HEADLESS, "final_question": False},
 }
 """What a surface chooses when neither the config nor its caller does: headless surfaces (no person at a
