@@ -145,6 +145,14 @@ async def test_a_prompt_streams_a_plan_tool_calls_an_approval_and_usage(workdir)
     # the run is ours: listed with its origin, the host's name
     listed = json.loads(cli(workdir, "agent", "list", "--run", meta["runId"], "--json").stdout)
     assert listed and all(a["status"] == "completed" for a in listed)
+    from agentstack_lab.server.control import run_extras  # what the Agents panel lists a run with
+    from agentstack_lab.workspace import Workspace
+
+    with Workspace.open(workdir, announce=False) as ws:
+        assert run_extras(ws.db, [meta["runId"]])[meta["runId"]]["origin"] == "acp:Test Host"
+        ((row,),) = ws.db.query("SELECT metadata FROM agents WHERE id = ?", (meta["runId"],))
+    recorded = json.loads(row)
+    assert recorded["executor"] == "subprocess" and recorded["options"]["executor"] == "subprocess"  # no notebook kernel
     assert wire.checked > 20
 
 
@@ -216,3 +224,86 @@ async def test_bad_requests_are_one_line_and_change_nothing(workdir):
         assert "the prompt is empty" in str(empty.value.data or empty.value)
     assert not host.updates
     assert not list((workdir / "missing").parent.glob("missing*"))
+
+
+# --- in this process: the agent on a socket pair, for what the offline demo never does (ask a question) ---------
+
+def _asks_once(request):
+    from agentstack_lab.providers.scripted import demo_reply
+
+    if (request.metadata or {}).get("step") == "clarify" and not any(
+            "Which region" in str(m.content) for m in request.messages):
+        return {"needs_clarification": True, "question": "Which region?"}
+    return demo_reply(request)
+
+
+class FormHost(Host):
+    """A host that supports forms (``elicitation/create``) and fills one in, or declines it."""
+
+    def __init__(self, fill: str | None):
+        super().__init__()
+        self.fill = fill
+        self.forms: list[tuple[str, Any]] = []
+
+    async def create_elicitation(self, message: str, mode: Any, **_: Any) -> Any:
+        self.forms.append((message, mode))
+        if self.fill is None:
+            return s.DeclineElicitationResponse(action="decline")
+        return s.AcceptElicitationResponse(action="accept", content={"answer": self.fill})
+
+
+@contextlib.asynccontextmanager
+async def in_process(host: Host, folder: Path):
+    import socket
+
+    from acp import connect_to_agent, run_agent
+
+    from agentstack_lab.acp.agent import LabAgent
+    from agentstack_lab.providers.scripted import ScriptedProvider
+
+    a, b = socket.socketpair()
+    agent_reader, agent_writer = await asyncio.open_connection(sock=a)
+    host_reader, host_writer = await asyncio.open_connection(sock=b)
+    lab = LabAgent(provider=ScriptedProvider(_asks_once))
+    serving = asyncio.ensure_future(run_agent(lab, agent_writer, agent_reader, use_unstable_protocol=True))
+    conn = connect_to_agent(host, host_writer, host_reader, use_unstable_protocol=True)
+    caps = s.ClientCapabilities(elicitation=s.ElicitationCapabilities(form=s.ElicitationFormCapabilities()))
+    try:
+        await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=caps
+                              if isinstance(host, FormHost) else None)
+        yield conn, lab
+    finally:
+        lab.close()
+        await conn.close()
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+
+
+@pytest.mark.parametrize("fill", ["Europe", None], ids=["form-filled", "form-declined"])
+async def test_a_question_is_a_form_when_the_host_has_forms_else_the_next_prompt_answers(workdir, fill):
+    host = FormHost(fill)
+    async with in_process(host, workdir) as (conn, _):
+        session = await conn.new_session(cwd=str(workdir))
+        first = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block("Sales?")]), 60)
+        ((message, mode),) = host.forms
+        assert "Which region?" in message and mode.requested_schema.required == ["answer"]
+        if fill is None:   # declined: the turn ends with the question; the next prompt is the answer
+            assert first.stop_reason == "end_turn" and "**The agent asks** (clarification): Which region?" in host.message()
+            assert not host.of("plan")
+            second = await asyncio.wait_for(conn.prompt(session_id=session.session_id,
+                                                        prompt=[text_block("Europe")]), 60)
+            assert second.stop_reason == "end_turn"
+        else:
+            assert first.stop_reason == "end_turn" and "The agent asks" not in host.message()
+    assert len(host.of("plan")[-1].entries) == 2 and "offline" in host.message()
+
+
+async def test_without_forms_a_question_ends_the_turn_and_the_next_prompt_answers_it(workdir):
+    host = Host()
+    async with in_process(host, workdir) as (conn, _):
+        session = await conn.new_session(cwd=str(workdir))
+        first = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block("Sales?")]), 60)
+        assert first.stop_reason == "end_turn" and "Which region?" in host.message() and not host.of("plan")
+        second = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block("Europe")]), 60)
+    assert second.stop_reason == "end_turn" and len(host.of("plan")[-1].entries) == 2

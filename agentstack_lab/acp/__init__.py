@@ -41,7 +41,7 @@ async def _streams(out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWri
 
 
 async def _serve(workspace: str | Path | None) -> None:
-    from acp import AgentSideConnection
+    from acp import run_agent
 
     from agentstack_lab.acp.agent import LabAgent
 
@@ -50,12 +50,11 @@ async def _serve(workspace: str | Path | None) -> None:
     sys.stdout = sys.stderr
     reader, writer = await _streams(out_fd)
     agent = LabAgent(workspace=workspace)
-    conn = AgentSideConnection(agent, writer, reader, listening=False)
-    try:
-        await conn.listen()
+    try:   # unstable protocol on: forms (elicitation/create) for questions, when the host has them
+        # LabAgent leaves out session modes, config options, fork and resume: the SDK answers those "method not found"
+        await run_agent(agent, writer, reader, use_unstable_protocol=True)  # pyright: ignore[reportArgumentType]
     finally:
         agent.close()
-        await conn.close()
 
 
 def serve(workspace: str | Path | None = None) -> None:

@@ -10,8 +10,10 @@ Decisions stay ours. A code approval (or a consensus checkpoint, or the resource
 persisted decision *and* a ``session/request_permission`` request: the host's answer resolves the decision,
 and an answer from another surface first (the Agents panel, ``agentstack-lab decisions approve``, MCP) wins
 instead -- the host is told who answered, in the tool call's content, and its late answer changes nothing.
-"Allow always" approves the session's later code without asking. A question (clarification, blocking) ends
-the turn with the question as the message; the next prompt answers it and the same run goes on.
+"Allow always" approves the session's later code without asking. A question (clarification, blocking) is a
+form (``elicitation/create``, one answer field, its choices as an enum) when the host says it supports forms,
+raced like a permission with answers from other surfaces; otherwise -- or when the host declines the form --
+it ends the turn with the question as the message, and the next prompt answers it and the same run goes on.
 """
 
 from __future__ import annotations
@@ -106,8 +108,15 @@ class _Session:
 class LabAgent:
     """The ACP agent side: sessions, prompts, cancel, load; one instance per connection."""
 
-    def __init__(self, *, workspace: str | Path | None = None):
+    def __init__(self, *, workspace: str | Path | None = None, provider: Any = None):
+        """One connection's agent.
+
+        ``workspace`` fixes every session's workspace; ``provider`` (a provider object) replaces the
+        workspace's configured one, for embedding and tests.
+        """
         self._default = Path(workspace).resolve() if workspace is not None else None
+        self._provider = provider
+        self._forms = False
         self._conn: Client | None = None
         self._host = "an ACP host"
         self._sessions: dict[str, _Session] = {}
@@ -126,6 +135,8 @@ class LabAgent:
                          client_info: s.Implementation | None = None, **_: Any) -> s.InitializeResponse:
         if client_info is not None:
             self._host = client_info.title or client_info.name
+        forms = client_capabilities.elicitation if client_capabilities is not None else None
+        self._forms = forms is not None and forms.form is not None
         return s.InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=s.AgentCapabilities(
@@ -197,6 +208,12 @@ class LabAgent:
             task.cancel()
         sess.run.stop(reason=f"cancelled from {self._host}")
 
+    async def close_session(self, session_id: str, **_: Any) -> s.CloseSessionResponse | None:
+        """The host is done with the session: its run stops and it leaves this connection (the log keeps it)."""
+        await self.cancel(session_id)
+        self._sessions.pop(session_id, None)
+        return s.CloseSessionResponse()
+
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any) -> s.ListSessionsResponse:
         ws = self._workspace(cwd) if cwd else None
         rows = ws.db.query("SELECT id, name, started_at FROM sessions WHERE json_extract(metadata, '$.surface') = 'acp'"
@@ -243,7 +260,7 @@ class LabAgent:
         follows = sess.run if sess.run is not None and sess.run.done and sess.run.status == "completed" else None
         options = run_options(sess.ws.config, surface="acp")
         run = AgentRun(text, workspace=sess.ws, options=options, session_id=None if follows else sess.id,
-                       origin=f"acp:{self._host}", follows=follows)
+                       origin=f"acp:{self._host}", follows=follows, provider=self._provider)
         sess.run, sess.view, sess.announced = run, RunUpdates(run.root_id), set()
         queue: asyncio.Queue[OutboundEvent | None] = asyncio.Queue()
         run.subscribe(queue.put_nowait, replay=True)
@@ -261,8 +278,9 @@ class LabAgent:
                 for update in view.feed(event):
                     await self._send(sess, update)
                 if isinstance(event, UserQuery):
-                    if event.kind in PERMISSION_KINDS:
-                        task = asyncio.get_running_loop().create_task(self._permission(sess, run, event))
+                    ask = self._permission if event.kind in PERMISSION_KINDS else self._form if self._forms else None
+                    if ask is not None:
+                        task = asyncio.get_running_loop().create_task(ask(sess, run, event))
                         sess.asks.add(task)
                         task.add_done_callback(sess.asks.discard)
                     else:
@@ -360,6 +378,34 @@ class LabAgent:
             await self._answered_elsewhere(sess, call, decision)
         finally:
             ask.cancel()
+            elsewhere.cancel()
+
+    async def _form(self, sess: _Session, run: AgentRun, query: UserQuery) -> None:
+        """A question as the host's form, raced with an answer from elsewhere; declined = asked as a message."""
+        raw = query.options.get("choices") or query.options.get("options")
+        choices = [str(c) for c in raw] if isinstance(raw, list) and raw else None  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        field = s.ElicitationStringPropertySchema(type="string", title="Your answer", description=query.prompt,
+                                                  enum=choices)
+        form = asyncio.ensure_future(self.conn.create_elicitation(
+            message=f"The agent asks ({query.kind}): {query.prompt}",
+            mode=s.ElicitationFormSessionMode(session_id=sess.id, requested_schema=s.ElicitationSchema(
+                title="agentstack-lab", properties={"answer": field}, required=["answer"])),
+            **{"agentstack-lab": {"decisionId": query.query_id, "runId": run.run_id, "kind": query.kind}}))
+        elsewhere = asyncio.ensure_future(decisions_for(sess.ws).wait(query.query_id))
+        try:
+            done, _ = await asyncio.wait({form, elsewhere}, return_when=asyncio.FIRST_COMPLETED)
+            if form in done:
+                reply = form.result() if form.exception() is None else None
+                answer = (reply.content or {}).get("answer") if isinstance(reply, s.AcceptElicitationResponse) else None
+                if isinstance(answer, str) and answer.strip():
+                    with contextlib.suppress(DecisionClosedError, KeyError):   # answered elsewhere meanwhile: that won
+                        run.respond(query.query_id, answer, surface="acp", by=self._host)
+                    return
+                if reply is None:
+                    log.warning("ACP session %s: the form failed: %s", sess.id, form.exception())
+                self._announce_questions(sess)   # declined, cancelled or empty: the next prompt answers
+        finally:
+            form.cancel()
             elsewhere.cancel()
 
     async def _answered_elsewhere(self, sess: _Session, call: str, decision: Any) -> None:

@@ -49,6 +49,9 @@ function origin(o?: string | null): string {
   if (!o) {
     return 'unknown origin';
   }
+  if (o.startsWith('acp:')) {
+    return `ACP · ${o.slice('acp:'.length)}`; // a run from an ACP host (jupyter-ai, Zed, ...): its name
+  }
   return o.startsWith('notebook:') ? o.slice('notebook:'.length) : o;
 }
 
