@@ -107,12 +107,22 @@ class CliProviderConfig(_Section):
     timeout: float = Field(default=300.0, gt=0)
 
 
+class AcpProviderConfig(_Section):
+    # the ACP agent's command and arguments, e.g. ["agentstack-lab", "acp"] or ["gemini", "--experimental-acp"]
+    command: list[str] = Field(default_factory=list[str])
+    # the folder its sessions open in (default: the current folder)
+    cwd: str | None = None
+    # seconds one model call may take; then the session is cancelled and the agent stopped
+    timeout: float = Field(default=600.0, gt=0)
+
+
 class ProvidersConfig(_Section):
     default: str = "scripted"
     anthropic: ProviderConfig = Field(default_factory=ProviderConfig)
     openai: ProviderConfig = Field(default_factory=ProviderConfig)
     ollama: ProviderConfig = Field(default_factory=ProviderConfig)
     cli: CliProviderConfig = Field(default_factory=CliProviderConfig)
+    acp: AcpProviderConfig = Field(default_factory=AcpProviderConfig)
 
 
 # --- agents and services ------------------------------------------------------------------------

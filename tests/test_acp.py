@@ -51,6 +51,8 @@ class Host:
         self.asked_event.set()
         if self.answer is None:
             await asyncio.Event().wait()  # never answers; the agent cancels the request when it is settled
+        if self.answer == "cancelled":
+            return s.RequestPermissionResponse(outcome=s.DeniedOutcome(outcome="cancelled"))
         return s.RequestPermissionResponse(outcome=s.AllowedOutcome(outcome="selected", option_id=self.answer))
 
     def of(self, kind: str) -> list[Any]:
@@ -171,6 +173,18 @@ async def test_an_approval_answered_in_another_process_answers_the_hosts_request
     assert any(n.startswith("Approved from the terminal by ") for n in notes), notes
     plans = host.of("plan")
     assert {e.status for e in plans[-1].entries} == {"completed"}
+
+
+async def test_a_request_the_host_cancels_fails_closed_and_the_run_goes_on(workdir):
+    host = Host(answer="cancelled")
+    async with agent(host, workdir) as (conn, _):
+        session = await conn.new_session(cwd=str(workdir))
+        done = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block(PROMPT)]), 120)
+        meta = host.asked[0].tool_call.field_meta["agentstack-lab"]
+    assert done.stop_reason == "end_turn"
+    decision = json.loads(cli(workdir, "decisions", "show", meta["decisionId"], "--json").stdout)
+    assert decision["state"] == "answered" and decision["answer"]["approved"] is False
+    assert "(request cancelled)" in decision["answeredBy"]
 
 
 async def test_cancel_stops_the_run_and_the_turn_says_cancelled(workdir):

@@ -20,7 +20,7 @@ from agentstack_lab.workspace import Workspace
 fake_llm_server = fakes_llm.fake_llm_server
 fake_llm = fakes_llm.fake_llm
 
-BUILTINS = {"scripted", "anthropic", "openai", "ollama", "claude-code", "gemini-cli", "codex"}
+BUILTINS = {"scripted", "anthropic", "openai", "ollama", "claude-code", "gemini-cli", "codex", "acp"}
 
 
 def test_builtins_are_listed():

@@ -360,14 +360,13 @@ class LabAgent:
             done, _ = await asyncio.wait({ask, elsewhere}, return_when=asyncio.FIRST_COMPLETED)
             if ask in done and ask.exception() is None:
                 outcome = ask.result().outcome
-                if isinstance(outcome, s.DeniedOutcome):   # the host cancelled the request (its cancel of the turn)
-                    return
-                chosen = outcome.option_id
+                # "cancelled": the host withdrew the request (its cancel of the turn stops the run too): fail closed
+                chosen = "reject" if isinstance(outcome, s.DeniedOutcome) else outcome.option_id
                 if chosen == "approve-always":
                     sess.always_allow = True
                 try:
-                    run.respond(query.query_id, _answer(query.kind, chosen.startswith("approve")),
-                                surface="acp", by=by)
+                    run.respond(query.query_id, _answer(query.kind, chosen.startswith("approve")), surface="acp",
+                                by=by if not isinstance(outcome, s.DeniedOutcome) else f"{by} (request cancelled)")
                 except (DecisionClosedError, KeyError):
                     decision = await elsewhere
                     await self._answered_elsewhere(sess, call, decision)

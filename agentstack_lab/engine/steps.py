@@ -15,14 +15,17 @@ Steps see their run only through :class:`~agentstack_lab.engine.context.AgentCon
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from agentstack_lab.engine.options import BudgetExceededError
-from agentstack_lab.engine.tools import dispatch, tool_specs
+from agentstack_lab.engine.tools import AgentCallsOf, dispatch, tool_specs
 from agentstack_lab.events import QueryKind, TextDelta
 from agentstack_lab.providers.base import (
+    AGENT_CALLS,
     Completion,
     ContentBlock,
     Message,
@@ -108,12 +111,23 @@ def _with_comments(node: AgentNode, messages: list[Message]) -> list[Message]:
     return [*messages, Message(role="user", content=text)]
 
 
+@contextlib.contextmanager
+def _calls_of(ctx: AgentContext, node: AgentNode) -> Generator[None]:
+    """During one model call: a provider that is itself an agent reports to ``node`` (AGENT_CALLS)."""
+    token = AGENT_CALLS.set(AgentCallsOf(ctx, node))
+    try:
+        yield
+    finally:
+        AGENT_CALLS.reset(token)
+
+
 async def _structured(ctx: AgentContext, node: AgentNode, step: str, schema: type[BaseModel], context: str) -> Any:
     """A structured step; a reply that never matches the schema skips the step (noted), it does not fail the agent."""
     await ctx.checkpoint(node)  # a paused agent waits here
     messages = _with_comments(node, [*node.history, Message(role="user", content=context)])
     try:
-        value, completion = await structured(ctx.provider, _request(ctx, node, step, messages), schema)
+        with _calls_of(ctx, node):
+            value, completion = await structured(ctx.provider, _request(ctx, node, step, messages), schema)
     except StructuredOutputError as exc:
         if exc.usage.total or exc.usage.basis != "none":
             ctx.charge(node, exc.usage)  # the failed attempts count against the budget too
@@ -129,7 +143,8 @@ async def _stream(ctx: AgentContext, node: AgentNode, request: ProviderRequest) 
         node.content += text
         ctx.emit(TextDelta(agent_id=node.id, delta=text))
 
-    out = await complete(ctx.provider, request, on_text)
+    with _calls_of(ctx, node):
+        out = await complete(ctx.provider, request, on_text)
     if out.usage.total or out.usage.basis != "none":  # an unknown figure is charged too (it is shown, not 0)
         ctx.charge(node, out.usage)
     return out

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from agentstack_lab.engine.context import AgentContext
     from agentstack_lab.engine.state import AgentNode
 
-__all__ = ["tool_specs", "dispatch", "parse_approval"]
+__all__ = ["tool_specs", "dispatch", "parse_approval", "AgentCallsOf"]
 
 _PYTHON: ToolName = "python"
 _SEARCH: ToolName = "memory_search"
@@ -182,3 +182,33 @@ async def _memory_store(ctx: AgentContext, node: AgentNode, args: dict[str, Any]
     if ctx.owns_session:  # said to the model and shown in the tree: the note does not outlive the run
         text += " (this run's own session: the note is deleted when the run ends)"
     return {"stored": key, "namespace": namespace, "text": text}
+
+
+class AgentCallsOf:
+    """An agent's side of a model call whose model is itself an agent (``provider: acp``).
+
+    The external agent's tool calls become ``tool-call`` / ``tool-result`` events of ``node`` (named
+    ``acp:KIND``); its permission requests are ``approval`` decisions of the run, like the python tool's:
+    ``auto_approve`` allows them, ``on_query`` decides who answers (a headless run fails closed).
+    """
+
+    def __init__(self, ctx: AgentContext, node: AgentNode, prefix: str = "acp"):
+        self.ctx, self.node, self.prefix = ctx, node, prefix
+        self._open: dict[str, str] = {}
+
+    def tool_call(self, call_id: str, title: str, kind: str, input: Any) -> None:  # noqa: A002
+        tool = f"{self.prefix}:{kind or 'other'}"
+        self._open[call_id] = tool
+        self.ctx.emit(ToolCall(agent_id=self.node.id, tool=tool, input={"title": title, "id": call_id, "input": input}))
+
+    def tool_result(self, call_id: str, output: Any, error: str | None = None) -> None:
+        tool = self._open.pop(call_id, None)
+        if tool is not None:
+            self.ctx.emit(ToolResult(agent_id=self.node.id, tool=tool, output=output, error=error))
+
+    async def approve(self, title: str, details: dict[str, Any]) -> bool:
+        if self.ctx.options.auto_approve:
+            return True
+        answer = await self.ctx.ask_user(self.node, "approval", f"Allow {title.rstrip('?')}?", details,
+                                         validate=lambda r: parse_approval(r, title))
+        return parse_approval(answer, title)[0]

@@ -8,6 +8,7 @@ implements :class:`Provider`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -24,6 +25,8 @@ __all__ = [
     "ToolSpec",
     "ProviderRequest",
     "TextDeltaEvent",
+    "AgentCalls",
+    "AGENT_CALLS",
     "ToolUseEvent",
     "UsageEvent",
     "StopEvent",
@@ -195,6 +198,33 @@ class Provider(Protocol):
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Stream the model's reply as provider events."""
         ...
+
+
+# --- a provider that is itself an agent ----------------------------------------------------
+
+
+class AgentCalls(Protocol):
+    """What a provider that is itself an agent (``provider: acp``) tells the run about the agent calling it.
+
+    The engine sets one per model call in :data:`AGENT_CALLS`: the external agent's own tool calls appear
+    in the caller's tree, and its permission requests become the run's decisions (``on_query`` applies).
+    """
+
+    def tool_call(self, call_id: str, title: str, kind: str, input: Any) -> None:
+        """The external agent started a tool call of its own."""
+        ...
+
+    def tool_result(self, call_id: str, output: Any, error: str | None = None) -> None:
+        """That tool call ended (``error`` when it failed)."""
+        ...
+
+    async def approve(self, title: str, details: dict[str, Any]) -> bool:
+        """Ask the run's person (or its policy) whether the external agent may go on; ``True`` = allowed."""
+        ...
+
+
+AGENT_CALLS: ContextVar[AgentCalls | None] = ContextVar("agentstack_agent_calls", default=None)
+"""The calling agent of the model call in progress (set by the engine around each call), or ``None``."""
 
 
 # --- errors ----------------------------------------------------------------------------------

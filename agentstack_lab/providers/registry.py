@@ -26,7 +26,7 @@ __all__ = [
     "provider_settings",
 ]
 
-BUILTIN_PROVIDERS = ("scripted", "anthropic", "openai", "ollama", "claude-code", "gemini-cli", "codex")
+BUILTIN_PROVIDERS = ("scripted", "anthropic", "openai", "ollama", "claude-code", "gemini-cli", "codex", "acp")
 
 Factory = Callable[..., Provider]
 
@@ -92,6 +92,14 @@ def _ollama(config: Any = None, **overrides: Any) -> Provider:
     return OllamaProvider(**_settings(config, "ollama", overrides))
 
 
+def _acp(config: Any = None, **overrides: Any) -> Provider:
+    from agentstack_lab.providers.acp import AcpProvider
+
+    settings = _settings(config, "acp", overrides)
+    settings.pop("model", None)   # the ACP agent chooses its own model
+    return AcpProvider(**settings)
+
+
 def _cli(kind: str) -> Factory:
     def factory(config: Any = None, **overrides: Any) -> Provider:
         from agentstack_lab.providers.cli import cli_provider
@@ -110,6 +118,7 @@ def register_builtin_providers(register: Callable[..., None]) -> None:
     register("ollama", _ollama)
     for kind in ("claude-code", "gemini-cli", "codex"):
         register(kind, _cli(kind))
+    register("acp", _acp)
 
 
 class ProviderRegistry(FactoryRegistry[Factory]):
