@@ -18,7 +18,7 @@ VENV_VERSION := $(if $(wildcard $(BIN)/python),$(call VERSION_OF,$(BIN)/python))
 OTHER_PYTHON := $(and $(VENV_VERSION),$(filter-out $(PY_VERSION),$(VENV_VERSION)))
 STAMP := $(INSTALLED)$(if $(OTHER_PYTHON),-made-by-python-$(OTHER_PYTHON))
 
-.PHONY: demo test test-fast lint docs bench clean browser labext lab
+.PHONY: demo test test-fast lint docs bench clean browser labext lab jupyter-ai
 
 $(STAMP): pyproject.toml
 	$(if $(OTHER_PYTHON),rm -rf $(VENV)  # made by Python $(OTHER_PYTHON); $(PY) is $(PY_VERSION))
@@ -40,12 +40,26 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m agentstack_lab.demo
 
-test: $(STAMP) browser labext
+test: $(STAMP) browser labext jupyter-ai
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # The quick lane: everything not marked slow (no kernels, subprocesses, browser or clusters).
 test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
+
+# JupyterLab + jupyter-ai 3.2 from PyPI with agentstack-lab from this checkout, for the jupyter-ai browser
+# test (tests/test_jupyter_ai_browser.py): a venv of its own, since jupyter-ai pins mcp < 2 and our MCP
+# server needs mcp >= 2.3. Made again when pyproject.toml changes (~2 min).
+JAI_VENV := .venv-jupyter-ai
+JAI_STAMP := $(JAI_VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+jupyter-ai: $(JAI_STAMP)
+
+$(JAI_STAMP): pyproject.toml
+	test -x $(JAI_VENV)/bin/python || $(PY) -m venv $(JAI_VENV)
+	$(JAI_VENV)/bin/python -m pip install -q --upgrade pip
+	$(JAI_VENV)/bin/python -m pip install -q 'jupyter-ai==3.2.0' -e '.[acp]'
+	rm -f $(JAI_VENV)/.installed-* && touch $@
 
 # Debian's chromium for the JupyterLab browser test (Playwright drives it; no browser is downloaded).
 # Installed as root where apt-get exists; elsewhere that one test skips, saying why.
@@ -98,4 +112,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py --sizes 10000,100000
 
 clean:
-	rm -rf $(VENV) .agentstack
+	rm -rf $(VENV) $(JAI_VENV) .agentstack
