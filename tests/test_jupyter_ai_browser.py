@@ -107,7 +107,9 @@ def test_a_chat_message_to_our_persona_streams_asks_in_the_chat_and_shows_in_our
 
             chat = page.locator(".jp-chat-messages-container, .jp-chat-messages").first
             # the subagents stream in as tool calls, then the approval is asked in the chat
-            expect(chat.get_by_text("Subagent analyst", exact=False)).to_be_visible()
+            # titled by the prompt as typed (jupyter-ai's note on notebook tools is not prepended to it)
+            expect(chat.get_by_text("Subagent analyst: Which analyses of `df` would answer: How are sales",  # no @mention
+                                    exact=False)).to_be_visible()
             run_it = chat.get_by_role("button", name="Run it", exact=True)
             expect(run_it).to_be_visible()
             for who in ("researcher", "reviewer"):

@@ -180,8 +180,8 @@ class LabAgent:
         sess = self._session(session_id)
         if sess.turn is not None and not sess.turn.done():
             raise _fail(f"session {session_id} is already answering a prompt; cancel it or wait for its end")
-        text = prompt_text(prompt)
-        if not text.strip():
+        text = prompt_text(prompt).strip()
+        if not text:
             raise _fail("the prompt is empty")
         sess.turn = asyncio.get_running_loop().create_future()
         sess.cancelled = False

@@ -11,9 +11,11 @@ session whose ``cwd`` is the chat file's folder, which picks the workspace as ``
 
 from __future__ import annotations
 
+import copy
+import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from jupyter_ai_persona_manager import PersonaDefaults, PersonaRequirementsUnmet
 
@@ -33,8 +35,22 @@ AVATAR = Path(__file__).with_name("static") / "agentstack-lab.svg"
 class AgentstackLabPersona(BaseAcpPersona):  # pyright: ignore[reportUntypedBaseClass]
     """agentstack-lab in jupyter-ai's chat: clarifies, splits the work into subagents, asks before running code."""
 
+    # jupyter-ai prepends a note on editing notebooks with its MCP tools to a session's first prompt; this agent
+    # uses neither those tools nor file writes, and the note would become part of the run's prompt and titles
+    NOTEBOOK_EDITING_GUIDANCE: ClassVar[str] = ""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, executable=list(EXECUTABLE), **kwargs)
+
+    async def process_message(self, message: Any) -> None:
+        """The message without the leading ``@agentstack-lab`` that routed it here: the run's prompt is the question."""
+        body = getattr(message, "body", None)
+        if isinstance(body, str):
+            stripped = re.sub(rf"^\s*@{re.escape(self.defaults.name)}\b[:,]?\s*", "", body)
+            if stripped and stripped != body:
+                message = copy.copy(message)   # the chat keeps its message as written
+                message.body = stripped
+        await super().process_message(message)
 
     @property
     def defaults(self) -> PersonaDefaults:
