@@ -4,7 +4,8 @@ The package root stays tiny: nothing heavy is imported here, and the IPython
 extension hooks load the notebook layer only when ``%load_ext`` asks for it.
 """
 
-__version__ = "0.1.0"
+from agentstack_lab._version import __version__
+
 __all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension"]
 
 

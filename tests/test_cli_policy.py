@@ -204,7 +204,7 @@ def _notebook(path: Path, source: str = "x = 1") -> Path:
     (["-p", "import", "3"], ["bad parameter: parameter name 'import' is a Python keyword"]),
     (["-p", "class", "3"], ["'class' is a Python keyword"]),
     (["-r", "not-a-name", "3"], ["'not-a-name' is not a valid Python identifier"]),
-    (["-p", "x", "[&a [*a]]"], ["bad parameter: parameter 'x': value is nested too deeply"]),
+    (["-y", "x: &a [*a]"], ["bad parameter: parameter 'x': value is nested too deeply"]),
     (["-p", "x", "9" * 5000], ["bad parameter: parameter 'x': integer with 5000 digits is too long"]),
     (["--report", "blocker/r.json"], ["--report blocker/r.json: blocker is not a folder"]),
     (["-o", "blocker/out.ipynb"], ["-o blocker/out.ipynb: blocker is not a folder"]),

@@ -89,6 +89,12 @@ def test_papermill_notebook_runs_unchanged_and_matches_papermill(workdir):
     assert ours_nb.metadata.papermill["parameters"] == theirs_nb.metadata.papermill["parameters"]
 
 
+def _split_markers(nb):
+    """papermill's error-marker cells, and the notebook's own cells."""
+    marked = [c for c in nb.cells if "papermill-error-cell-tag" in c.metadata.get("tags", [])]
+    return marked, [c for c in nb.cells if c not in marked]
+
+
 def test_killed_kernel_is_an_error_naming_the_cell_with_partial_notebook(workdir):
     nb = _write(workdir / "die.ipynb", ["print('before')", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
                                         "print('never')"])
@@ -96,7 +102,12 @@ def test_killed_kernel_is_an_error_naming_the_cell_with_partial_notebook(workdir
     assert proc.returncode == 2, proc.stderr
     assert "kernel died while running cell 2" in proc.stderr and "import os, signal" in proc.stderr
     partial = nbformat.read(workdir / "partial.ipynb", 4)
-    assert partial.cells[0].outputs[0]["text"] == "before\n" and partial.cells[2].outputs == []
+    nbformat.validate(partial)
+    markers, cells = _split_markers(partial)
+    assert [i for i, c in enumerate(partial.cells) if c in markers] == [0, 2]  # papermill's: top, before the cell
+    assert cells[0].outputs[0]["text"] == "before\n" and cells[2].outputs == []
+    assert cells[1].outputs[-1]["ename"] == "DeadKernelError"  # why it stopped, in the cell itself
+    assert [c.metadata.papermill["status"] for c in cells] == ["completed", "failed", "pending"]
     report = json.loads((workdir / "r.json").read_text())
     assert report["execution"]["failingCell"]["index"] == 1 and report["verdict"] == "ERROR"  # not decided
 
@@ -122,13 +133,15 @@ def test_failed_assert_is_fail_a_crash_is_error_and_bad_input_errors(workdir):
     assert proc.returncode == 2, proc.stderr
     assert "cell 2" in proc.stderr and "NameError" in proc.stderr and "could not run" in proc.stderr
     partial = nbformat.read(workdir / "crash-out.ipynb", 4)
-    assert partial.cells[0].outputs[0]["text"] == "ran\n" and partial.cells[2].outputs == []
+    markers, cells = _split_markers(partial)
+    assert len(markers) == 2 and cells[0].outputs[0]["text"] == "ran\n" and cells[2].outputs == []
+    assert partial.metadata.papermill["exception"] is True
     report = validate_report(json.loads((workdir / "crash.json").read_text()))
     assert report["execution"]["status"] == "error" and report["execution"]["failingCell"]["number"] == 2
     missing = cli("run", "nowhere.ipynb", cwd=workdir)
     assert missing.returncode == 2 and "notebook not found: nowhere.ipynb" in missing.stderr
-    badp = cli("run", str(nb), "-p", "x", "{a: [1,", cwd=workdir)
-    assert badp.returncode == 2 and "bad parameter" in badp.stderr and "'x'" in badp.stderr
+    badp = cli("run", str(nb), "-y", "{a: [1,", cwd=workdir)
+    assert badp.returncode == 2 and "bad parameter: -y is not valid YAML" in badp.stderr
     badname = cli("run", str(nb), "-p", "not-valid", "1", cwd=workdir)
     assert badname.returncode == 2 and "not a valid Python identifier" in badname.stderr
 

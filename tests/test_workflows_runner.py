@@ -17,6 +17,7 @@ from agentstack_lab.workflows.params import (
     inject_parameters,
     load_params_file,
     parse_value,
+    parse_yaml_text,
     render_literal,
 )
 from agentstack_lab.workflows.runner import PhaseError, PhaseRunner
@@ -134,17 +135,32 @@ async def test_schema_rejects_malformed_reports():
 
 
 @pytest.mark.parametrize(("text", "value"), [
-    ("3", 3), ("-7", -7), ("2.5", 2.5), ("1e3", 1000.0), ("True", True), ("false", False), ("None", None),
-    ("docs/", "docs/"), ("[1, 'a', 2.5]", [1, "a", 2.5]), ("{k: [1, 2], n: null}", {"k": [1, 2], "n": None}),
-    ("hello world", "hello world"),
+    ("3", 3), ("-7", -7), ("2.5", 2.5), ("1e3", 1000.0), ("inf", float("inf")), ("True", True), ("False", False),
+    ("None", None), ("false", "false"), ("true", "true"), ("docs/", "docs/"), ("[1, 'a', 2.5]", "[1, 'a', 2.5]"),
+    ("{k: [1, 2], n: null}", "{k: [1, 2], n: null}"), ("hello world", "hello world"), ("[1,", "[1,"),
 ])
 def test_parse_value_types_like_papermill(text, value):
+    """``-p`` values are typed as papermill's ``_resolve_type`` types them: True/False/None, int, float, else str."""
+    import papermill.cli as pm
+
     assert parse_value("p", text) == value and type(parse_value("p", text)) is type(value)
+    assert pm._resolve_type(text) == value and type(pm._resolve_type(text)) is type(value)
+
+
+def test_nan_is_a_float_and_a_huge_integer_is_refused():
+    import math
+
+    assert math.isnan(parse_value("p", "nan"))
+    with pytest.raises(ParameterError, match="parameter 'p'.*too long"):
+        parse_value("p", "9" * 5000)
 
 
 def test_parse_value_and_files_fail_clearly(tmp_path):
-    with pytest.raises(ParameterError, match="parameter 'x'.*not valid YAML"):
-        parse_value("x", "[1,")
+    with pytest.raises(ParameterError, match="-y is not valid YAML"):
+        parse_yaml_text("[1,", "-y")
+    with pytest.raises(ParameterError, match="must be a mapping"):
+        parse_yaml_text("- 1", "-y")
+    assert parse_yaml_text("{k: [1, 2], n: null, t: true}", "-y") == {"k": [1, 2], "n": None, "t": True}
     (tmp_path / "p.yaml").write_text("- 1\n- 2\n")
     with pytest.raises(ParameterError, match="must hold a mapping"):
         load_params_file(tmp_path / "p.yaml")

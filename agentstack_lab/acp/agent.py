@@ -29,7 +29,7 @@ from acp import PROTOCOL_VERSION, RequestError
 from acp import schema as s
 from acp.interfaces import Client
 
-from agentstack_lab import __version__
+from agentstack_lab._version import __version__
 from agentstack_lab.acp.updates import RunUpdates
 from agentstack_lab.config import find_config_file
 from agentstack_lab.decisions import DecisionClosedError, decisions_for

@@ -22,6 +22,7 @@ from typing import Any
 from acp import schema as s
 
 from agentstack_lab.events import (
+    TERMINAL,
     AgentCompleted,
     AgentState,
     ErrorEvent,
@@ -45,7 +46,7 @@ def plan_status(status: str) -> s.PlanEntryStatus:
     """An agent status as a plan entry's: not started, at work (or waiting on a person), or over."""
     if status in ("pending", "idle"):
         return "pending"
-    if status in ("completed", "failed", "stopped"):
+    if status in TERMINAL:
         return "completed"
     return "in_progress"
 

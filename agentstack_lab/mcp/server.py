@@ -111,7 +111,7 @@ def build_server(workspace: Workspace) -> Any:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError as exc:
         raise ImportError("the MCP server needs the `mcp` package: pip install 'agentstack-lab[mcp]'") from exc
-    from agentstack_lab import __version__
+    from agentstack_lab._version import __version__
 
     toolbox = Toolbox(workspace)
     review_tools = ReviewTools(workspace)

@@ -225,7 +225,7 @@ def _label(argv: list[str]) -> str:
 
 
 def _version() -> str:
-    from agentstack_lab import __version__
+    from agentstack_lab._version import __version__
 
     return __version__
 

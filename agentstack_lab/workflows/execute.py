@@ -25,7 +25,8 @@ from agentstack_lab.workflows.params import ParameterError, inject_parameters
 if TYPE_CHECKING:
     from agentstack_lab.workflows.model import Verdict
 
-__all__ = ["REPORT_MIME", "RunResult", "default_output_path", "run_notebook"]
+__all__ = ["ERROR_MARKER_TAG", "REPORT_MIME", "PapermillMetadata", "RunResult", "add_error_markers", "default_output_path",
+           "remove_error_markers", "run_notebook"]
 
 REPORT_MIME = "application/vnd.agentstack.workflow-report+json"
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -50,6 +51,15 @@ class RunResult:
     duration: float = 0.0
     warnings: list[str] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
+    notebook_text: str | None = None  # the executed notebook as JSON text, when ``output`` was "-"
+
+
+class _Stopped(Exception):
+    """A cell raised ``SystemExit`` with no code or code 0: the notebook stops there, cleanly (as papermill)."""
+
+    def __init__(self, cell: dict[str, Any]):
+        super().__init__(cell)
+        self.cell = cell
 
 
 class _RunError(Exception):
@@ -105,11 +115,116 @@ def _died(lease: Any, described: dict[str, Any]) -> _RunError:
                               + (f"; the kernel's last words:\n{tail}" if tail else ""), described)
 
 
-async def _execute_cells(client: Any, nb: Any, lease: Any, *, deadline: float | None, timeout: float | None,
-                         cell_timeout: float | None) -> None:
-    """Execute every cell; raise :class:`_RunError` naming the cell on failure."""
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
 
+
+def _version() -> str:
+    from agentstack_lab._version import __version__
+
+    return f"agentstack-lab {__version__}"
+
+
+class PapermillMetadata:
+    """Keeps papermill's execution metadata on a notebook as it runs: what papermill itself writes.
+
+    The notebook's ``metadata.papermill`` (``start_time``, ``end_time``, ``duration``, ``exception``,
+    ``version``, ``environment_variables``, ``parameters``, ``default_parameters``, ``input_path``,
+    ``output_path``) and each cell's (``status`` pending → running → completed | failed, its times,
+    ``exception``), so tools that read papermill's output read ours. ``on_cell`` is told when each
+    cell starts and ends (the progress bar), ``on_output`` gets each output as it arrives.
+    """
+
+    def __init__(self, nb: Any, *, on_cell: Any = None, on_output: Any = None) -> None:
+        self.nb, self.on_cell, self.on_output = nb, on_cell, on_output
+        self._t0 = time.monotonic()
+
+    def notebook_start(self) -> None:
+        self._t0 = time.monotonic()
+        meta = self.nb.metadata.setdefault("papermill", {})
+        meta.update(start_time=_now(), end_time=None, duration=None, exception=None)
+        meta["version"] = _version()
+        meta.setdefault("environment_variables", {})
+        for cell in self.nb.cells:
+            if cell.cell_type == "code":
+                cell.execution_count = None
+                cell.outputs = []
+            cell.metadata["papermill"] = {"exception": None, "start_time": None, "end_time": None,
+                                          "duration": None, "status": "pending"}
+
+    def cell_start(self, cell: Any, index: int) -> None:
+        cell.metadata["papermill"].update(start_time=_now(), status="running", exception=False)
+        cell.metadata["papermill"]["_t0"] = time.monotonic()
+        if self.on_cell:
+            self.on_cell(index, cell, "start")
+
+    def cell_exception(self, cell: Any, index: int) -> None:
+        cell.metadata["papermill"].update(exception=True, status="failed")
+        self.nb.metadata["papermill"]["exception"] = True
+
+    def cell_complete(self, cell: Any, index: int) -> None:
+        meta = cell.metadata["papermill"]
+        t0 = meta.pop("_t0", None)
+        meta["end_time"] = _now()
+        meta["duration"] = None if t0 is None else round(time.monotonic() - t0, 6)
+        if meta["status"] != "failed":
+            meta["status"] = "completed"
+        if self.on_cell:
+            self.on_cell(index, cell, "end")
+
+    def output(self, output: Any) -> None:
+        if self.on_output:
+            self.on_output(output)
+
+    def notebook_complete(self) -> None:
+        meta = self.nb.metadata.setdefault("papermill", {})
+        meta["end_time"] = _now()
+        meta["duration"] = round(time.monotonic() - self._t0, 6)
+        for cell in self.nb.cells:  # as papermill: cells before the failure count as done, none after it
+            pm = cell.metadata.get("papermill", {})
+            pm.pop("_t0", None)
+            if pm.get("status") == "failed":
+                break
+            if pm.get("status") == "pending" and cell.cell_type != "code":
+                pm["status"] = "completed"
+
+
+ERROR_MARKER_TAG = "papermill-error-cell-tag"
+_ERROR_STYLE = 'style="color:red; font-family:Helvetica Neue, Helvetica, Arial, sans-serif; font-size:2em;"'
+
+
+def remove_error_markers(nb: Any) -> None:
+    """Drop the error-marker cells an earlier papermill (or our) run left in the notebook."""
+    nb.cells = [c for c in nb.cells if ERROR_MARKER_TAG not in c.get("metadata", {}).get("tags", [])]
+
+
+def add_error_markers(nb: Any, index: int) -> None:
+    """Papermill's two markers: a note at the top linking to the failing cell, an anchor right before it."""
+    import nbformat
+
+    count = nb.cells[index].get("execution_count")
+    top = nbformat.v4.new_markdown_cell(
+        f"<span {_ERROR_STYLE}>An Exception was encountered at "
+        f"'<a href=\"#papermill-error-cell\">In [{count}]</a>'.</span>")
+    anchor = nbformat.v4.new_markdown_cell(
+        f'<span id="papermill-error-cell" {_ERROR_STYLE}>Execution using papermill encountered an exception '
+        "here and stopped:</span>")
+    for cell in (top, anchor):
+        cell.metadata["tags"] = [ERROR_MARKER_TAG]
+    nb.cells.insert(index, anchor)
+    nb.cells.insert(0, top)
+
+
+def _error_output(cell: Any, ename: str, evalue: str) -> None:
+    """Record why a cell stopped as its error output (a timed-out or killed cell has none of its own)."""
+    import nbformat
+
+    cell.outputs.append(nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"]))
+
+
+async def _execute_cells(client: Any, nb: Any, lease: Any, *, deadline: float | None, timeout: float | None,
+                         cell_timeout: float | None, observer: PapermillMetadata | None = None) -> None:
+    """Execute every cell; raise :class:`_RunError` naming the cell on failure, :class:`_Stopped` on ``sys.exit()``."""
     msg_id = client.kc.kernel_info()
     info = await client.async_wait_for_reply(msg_id)
     if info is not None and "language_info" in info["content"]:
@@ -118,39 +233,67 @@ async def _execute_cells(client: Any, nb: Any, lease: Any, *, deadline: float | 
         if cell.cell_type != "code" or not cell.source.strip():
             continue
         described = _describe(nb, index)
-        task = asyncio.ensure_future(
-            client.async_execute_cell(cell, index, execution_count=client.code_cells_executed + 1))
-        watch = asyncio.ensure_future(_watch_kernel(lease.km))
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        limit = min(x for x in (remaining, cell_timeout, float("inf")) if x is not None)
-        done, _ = await asyncio.wait({task, watch}, timeout=None if limit == float("inf") else limit,
-                                     return_when=asyncio.FIRST_COMPLETED)
-        watch.cancel()
-        if task not in done:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-            if watch in done:
-                raise _died(lease, described)
-            if remaining is None or (cell_timeout is not None and cell_timeout < remaining):
-                raise _RunError("error", f"{_cell_name(described)} exceeded the per-cell timeout of "
-                                         f"{cell_timeout:g}s", described)
-            raise _RunError("error", f"run exceeded its timeout of {timeout:g}s while running "
-                                     f"{_cell_name(described)}", described)
+        if observer:
+            observer.cell_start(cell, index)
         try:
-            task.result()
-        except CellTimeoutError:  # IOPub timeouts
-            raise _RunError("error", f"{_cell_name(described)} timed out waiting for output",
-                            described) from None
-        except DeadKernelError:
-            raise _died(lease, described) from None
-        except CellExecutionError as exc:
-            ename = getattr(exc, "ename", None)
-            reason = f"{ename}: {exc.evalue}" if ename else str(exc).splitlines()[-1]
-            if ename == "AssertionError":  # a check in the notebook failed: the verdict is FAIL
-                raise _RunError("fail", f"{_cell_name(described)} raised {reason}", described) from None
-            raise _RunError("error", f"{_cell_name(described)} raised {reason} (a crash, not a failed "
-                                     "check: the workflow could not run)", described) from None
+            await _execute_cell(client, cell, index, lease, described, deadline=deadline, timeout=timeout,
+                                cell_timeout=cell_timeout)
+        except (_RunError, _Stopped):
+            if observer:
+                observer.cell_exception(cell, index)
+            raise
+        finally:
+            if observer:
+                observer.cell_complete(cell, index)
+
+
+async def _execute_cell(client: Any, cell: Any, index: int, lease: Any, described: dict[str, Any], *,
+                        deadline: float | None, timeout: float | None, cell_timeout: float | None) -> None:
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    task = asyncio.ensure_future(
+        client.async_execute_cell(cell, index, execution_count=client.code_cells_executed + 1))
+    watch = asyncio.ensure_future(_watch_kernel(lease.km))
+    remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+    limit = min(x for x in (remaining, cell_timeout, float("inf")) if x is not None)
+    done, _ = await asyncio.wait({task, watch}, timeout=None if limit == float("inf") else limit,
+                                 return_when=asyncio.FIRST_COMPLETED)
+    watch.cancel()
+    if task not in done:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        if watch in done:
+            error = _died(lease, described)
+            _error_output(cell, "DeadKernelError", error.message.split("; the kernel's last words")[0])
+            raise error
+        if remaining is None or (cell_timeout is not None and cell_timeout < remaining):
+            error = _RunError("error", f"{_cell_name(described)} exceeded the per-cell timeout of "
+                                       f"{cell_timeout:g}s", described)
+        else:
+            error = _RunError("error", f"run exceeded its timeout of {timeout:g}s while running "
+                                       f"{_cell_name(described)}", described)
+        _error_output(cell, "CellTimeoutError", error.message)
+        raise error
+    try:
+        task.result()
+    except CellTimeoutError:  # IOPub timeouts
+        error = _RunError("error", f"{_cell_name(described)} timed out waiting for output", described)
+        _error_output(cell, "CellTimeoutError", error.message)
+        raise error from None
+    except DeadKernelError:
+        error = _died(lease, described)
+        _error_output(cell, "DeadKernelError", error.message.split("; the kernel's last words")[0])
+        raise error from None
+    except CellExecutionError as exc:
+        ename = getattr(exc, "ename", None)
+        if ename == "SystemExit" and (exc.evalue or "") in ("", "0"):  # sys.exit(), sys.exit(0): a clean stop
+            raise _Stopped(described) from None
+        reason = f"{ename}: {exc.evalue}" if ename else str(exc).splitlines()[-1]
+        if ename == "AssertionError":  # a check in the notebook failed: the verdict is FAIL
+            raise _RunError("fail", f"{_cell_name(described)} raised {reason}", described) from None
+        raise _RunError("error", f"{_cell_name(described)} raised {reason} (a crash, not a failed "
+                                 "check: the workflow could not run)", described) from None
 
 
 async def _watch_kernel(km: Any) -> None:
@@ -158,62 +301,92 @@ async def _watch_kernel(km: Any) -> None:
         await asyncio.sleep(_WATCH_INTERVAL)
 
 
-async def run_notebook(notebook: str | Path, *, parameters: dict[str, Any] | None = None,
+async def run_notebook(notebook: str | Path | Any, *, parameters: dict[str, Any] | None = None,
                        output: str | Path | None = None, report_path: str | Path | None = None,
                        kernel_name: str | None = None, cwd: str | Path | None = None,
                        cell_timeout: float | None = None, timeout: float | None = None,
-                       pool: Any = None) -> RunResult:
+                       pool: Any = None, language: str | None = None, prepare_only: bool = False,
+                       report_mode: bool = False, start_timeout: float = 60.0,
+                       on_cell: Any = None, on_output: Any = None) -> RunResult:
     """Inject ``parameters`` into ``notebook``, execute it, save the result, return the verdict.
 
     Args:
-        notebook: Path of the ``.ipynb`` to run.
+        notebook: Path of the ``.ipynb`` to run, or a notebook already read (``nbformat.NotebookNode``).
         parameters: Name → value (int, float, bool, str, list, dict, None).
-        output: Where to write the executed notebook (default ``<stem>.executed.ipynb`` in cwd).
+        output: Where to write the executed notebook (default ``<stem>.executed.ipynb`` in cwd); ``"-"``:
+            nowhere, the result's ``notebook_text`` holds it (for stdout).
         report_path: Where to write the report JSON (optional).
         kernel_name: Kernelspec to use (default: the notebook's, else ``python3``).
         cwd: Working directory of the kernel (default: the current directory, as papermill).
         cell_timeout: Seconds one cell may run.
         timeout: Seconds the whole run may take.
         pool: A started :class:`~agentstack_lab.workflows.pool.KernelPool` to take the kernel from.
+        language: The kernel's language for the injected cell (default: the notebook's).
+        prepare_only: Inject the parameters and save, execute nothing (papermill's ``--prepare-only``).
+        report_mode: Hide every code cell's input in the output (papermill's ``--report-mode``).
+        start_timeout: Seconds a kernel may take to start.
+        on_cell: Called ``(index, cell, "start" | "end")`` around each executed cell.
+        on_output: Called with each output of a cell as it arrives.
     """
     import nbformat
 
     started, t0 = datetime.now(UTC), time.monotonic()
     parameters = dict(parameters or {})
-    src = Path(notebook)
-    out_path = Path(output) if output else default_output_path(src)
-    result = RunResult(notebook=str(src), status="error", exit_code=EXIT_ERROR, message="",
+    given = isinstance(notebook, dict)
+    src = Path("-" if given else notebook)
+    to_stdout = str(output) == "-"
+    out_path = Path(output) if output else default_output_path("stdin" if given else src)
+    result = RunResult(notebook="-" if given else str(src), status="error", exit_code=EXIT_ERROR, message="",
                        parameters=parameters)
-    if not src.is_file():
+    if given:
+        nb = notebook
+    elif not src.is_file():
         result.message = f"notebook not found: {src}"
         return result
-    try:
-        nb = nbformat.read(src, as_version=4)
-    except Exception as exc:
-        result.message = f"cannot read notebook {src}: {exc}"
-        return result
+    else:
+        try:
+            nb = nbformat.read(src, as_version=4)
+        except Exception as exc:
+            result.message = f"cannot read notebook {src}: {exc}"
+            return result
     status, message, cell_info = "pass", "", None
     lease = None
+    tracker = PapermillMetadata(nb, on_cell=on_cell, on_output=on_output)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            nb = inject_parameters(nb, parameters, input_path=str(src), output_path=str(out_path))
+            nb = inject_parameters(nb, parameters, input_path=str(src), output_path=str(out_path),
+                                   kernel_name=kernel_name, language=language, report_mode=report_mode)
         result.warnings = [str(w.message) for w in caught]
+        remove_error_markers(nb)
+        if report_mode:
+            for cell in nb.cells:
+                if cell.cell_type == "code":
+                    cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+        tracker.nb = nb
+        if prepare_only:
+            raise _Prepared
         run_cwd = str(Path(cwd).resolve() if cwd else Path.cwd())
         if not Path(run_cwd).is_dir():
             raise _RunError("error", f"working directory not found: {run_cwd}")
         kname = kernel_name or nb.metadata.get("kernelspec", {}).get("name") or "python3"
         deadline = None if timeout is None else t0 + timeout  # the kernel's start counts too
+        tracker.notebook_start()
         try:
-            lease = await asyncio.wait_for(_lease(pool, kname, run_cwd),
+            lease = await asyncio.wait_for(_lease(pool, kname, run_cwd, start_timeout),
                                            None if deadline is None else max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             raise _RunError("error", f"run exceeded its timeout of {timeout:g}s waiting for a kernel") from None
-        client = _client(nb, lease)
+        client = _client(nb, lease, tracker)
         if pool is not None and run_cwd != pool.cwd:
             client.kc.execute(f"__import__('os').chdir({run_cwd!r})", silent=True, store_history=False)
-        await _execute_cells(client, nb, lease, deadline=deadline, timeout=timeout, cell_timeout=cell_timeout)
+        await _execute_cells(client, nb, lease, deadline=deadline, timeout=timeout, cell_timeout=cell_timeout,
+                             observer=tracker)
         client.set_widgets_metadata()
+    except _Prepared:
+        message = "prepared, not executed (--prepare-only): parameters injected"
+    except _Stopped as exc:
+        message = f"stopped cleanly by SystemExit in {_cell_name(exc.cell)} (exit 0, as papermill)"
     except ParameterError as exc:
         status, message = "error", f"bad parameter: {exc}"
     except _RunError as exc:
@@ -228,10 +401,14 @@ async def run_notebook(notebook: str | Path, *, parameters: dict[str, Any] | Non
                 pool.discard(lease)
             else:
                 await discard_kernel(lease)
+    if "start_time" in nb.metadata.get("papermill", {}):
+        tracker.notebook_complete()
+    if cell_info is not None:
+        add_error_markers(nb, cell_info["index"])
 
     report = _find_report(nb)
     if report is None:
-        report = _fallback_report(src.stem, started, _VERDICT[status], parameters)
+        report = _fallback_report(src.stem if not given else "stdin", started, _VERDICT[status], parameters)
     if status == "pass" and report.get("verdict") in ("FAIL", "ERROR"):
         status, message = _STATUS[report["verdict"]], f"workflow verdict {report['verdict']} ({_summary(report)})"
     message = message or f"workflow verdict PASS ({_summary(report)})"
@@ -242,41 +419,61 @@ async def run_notebook(notebook: str | Path, *, parameters: dict[str, Any] | Non
 
     def finish(status: str, message: str) -> None:  # a run that could not complete is ERROR, never FAIL
         report["verdict"] = _VERDICT[status] if status != "pass" else report.get("verdict", "PASS")
-        report["execution"] = {"notebook": str(src), "output": str(out_path), "status": status,
-                               "exitCode": _EXIT[status], "message": message, "failingCell": cell_info,
-                               "warnings": result.warnings, "kernelSeconds": round(result.duration, 3)}
+        report["execution"] = {"notebook": result.notebook, "output": "-" if to_stdout else str(out_path),
+                               "status": status, "exitCode": _EXIT[status], "message": message,
+                               "failingCell": cell_info, "warnings": result.warnings,
+                               "kernelSeconds": round(result.duration, 3)}
         nb.metadata.setdefault("agentstack", {})["workflow"] = {"report": report}
+
+    def save(p: Path) -> None:
+        nbformat.write(nb, p)
 
     finish(status, message)
     try:  # an unwritable -o/--report makes the run an error (exit 2) naming the path, after the fact
-        _write(out_path, lambda p: nbformat.write(nb, p), "executed notebook")
+        if not to_stdout:
+            _write(out_path, save, "executed notebook")
         if report_path:
             _write(Path(report_path), lambda p: p.write_text(json.dumps(report, indent=2) + "\n", "utf-8"), "report")
     except _RunError as exc:
         status, message = "error", exc.message
         finish(status, message)
         with contextlib.suppress(_RunError):  # keep what can be kept: the other file may still be writable
-            _write(out_path, lambda p: nbformat.write(nb, p), "executed notebook")
+            if not to_stdout:
+                _write(out_path, save, "executed notebook")
+    if to_stdout:
+        result.notebook_text = nbformat.writes(nb)
     exit_code = _EXIT[status]
     result.status, result.exit_code, result.message = status, exit_code, message
-    result.output, result.report, result.failing_cell = str(out_path), report, cell_info
+    result.output, result.report, result.failing_cell = ("-" if to_stdout else str(out_path)), report, cell_info
     result.report_path = str(report_path) if report_path else None
     return result
 
 
-async def _lease(pool: Any, kernel_name: str, cwd: str) -> Any:
+class _Prepared(Exception):
+    """``prepare_only``: the parameters are in, nothing runs."""
+
+
+async def _lease(pool: Any, kernel_name: str, cwd: str, start_timeout: float = 60.0) -> Any:
     from agentstack_lab.workflows.pool import start_kernel
 
     if pool is not None and pool.kernel_name == kernel_name:
         return await pool.acquire()
-    return await start_kernel(kernel_name, cwd=cwd)
+    return await start_kernel(kernel_name, cwd=cwd, startup_timeout=start_timeout)
 
 
-def _client(nb: Any, lease: Any) -> Any:
+def _client(nb: Any, lease: Any, tracker: PapermillMetadata | None = None) -> Any:
+    """An nbclient client on the leased kernel that hands each output to ``tracker`` as it arrives."""
     from nbclient import NotebookClient
 
-    client = NotebookClient(nb, km=lease.km, kernel_name=lease.kernel_name, timeout=None,
-                            interrupt_on_timeout=False, allow_errors=False, record_timing=True)
+    class _Client(NotebookClient):
+        def process_message(self, *args: Any, **kwargs: Any) -> Any:
+            out = super().process_message(*args, **kwargs)
+            if out is not None and tracker is not None:
+                tracker.output(out)
+            return out
+
+    client = _Client(nb, km=lease.km, kernel_name=lease.kernel_name, timeout=None,
+                     interrupt_on_timeout=False, allow_errors=False, record_timing=True)
     client.kc = lease.kc
     client.reset_execution_trackers()
     return client

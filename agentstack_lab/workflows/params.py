@@ -11,13 +11,11 @@ import ast
 import copy
 import datetime as _dt
 import keyword
-import math
-import re
 import warnings
 from pathlib import Path
 from typing import Any
 
-from agentstack_lab.errors import AgentstackError
+from agentstack_lab.workflows.translators import LANGUAGES, ParameterError, render_parameters
 
 __all__ = [
     "ParameterError",
@@ -27,15 +25,13 @@ __all__ = [
     "inject_parameters",
     "load_params_file",
     "parse_value",
+    "parse_yaml_text",
     "render_literal",
 ]
 
-_INT = re.compile(r"[+-]?\d+\Z")
-_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?\Z")
 
-
-class ParameterError(AgentstackError, ValueError):
-    """A parameter is malformed (the message names it)."""
+_PATH_PARAMETERS = ("PAPERMILL_INPUT_PATH", "PAPERMILL_OUTPUT_PATH")
+"""Added by ``--inject-paths`` (papermill's names); a notebook need not declare them."""
 
 
 class UndeclaredParameterWarning(UserWarning):
@@ -57,39 +53,48 @@ def check_name(name: str) -> str:
 
 
 def parse_value(name: str, text: str) -> Any:
-    """Type a ``-p NAME VALUE`` string like papermill, plus YAML for lists and dicts.
+    """Type a ``-p NAME VALUE`` string exactly as papermill does.
 
-    ``True``/``False``/``None`` (and YAML's ``true``/``false``/``null``) become bool/None, integers
-    and floats become numbers, ``[...]`` and ``{...}`` are parsed as YAML flow collections,
-    anything else stays a string.
+    ``True``/``False``/``None`` become bool/None; what ``int()`` accepts is an int, what ``float()``
+    accepts is a float (``1e3``, ``nan``, ``inf``); everything else stays the string it was:
+    ``true``, ``[1, 2]`` and ``{a: 1}`` included. Lists, mappings and YAML's spellings go through
+    ``-y``/``-f``/``-b`` (:func:`parse_yaml_text`, :func:`load_params_file`).
     """
-    stripped = text.strip()
-    if stripped in ("True", "true"):
+    if text == "True":
         return True
-    if stripped in ("False", "false"):
+    if text == "False":
         return False
-    if stripped in ("None", "null", "~"):
+    if text == "None":
         return None
-    if _INT.match(stripped):
-        try:
-            return int(stripped)
-        except ValueError:  # over Python's 4300-digit limit for int()
-            raise ParameterError(f"parameter {name!r}: integer with {len(stripped)} digits is too long") from None
-    if _FLOAT.match(stripped):
-        return float(stripped)
-    if stripped[:1] in ("[", "{"):
-        import yaml
+    try:
+        return int(text)
+    except ValueError as exc:
+        if "digits" in str(exc):  # over Python's limit for int() (4300 digits)
+            raise ParameterError(f"parameter {name!r}: integer with {len(text.strip())} digits is too long") from None
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
-        try:
-            value = yaml.safe_load(stripped)
-        except yaml.YAMLError as exc:
-            problem = str(exc).splitlines()[0]
-            raise ParameterError(f"parameter {name!r}: value {text[:80]!r} looks like a list/dict but is not "
-                                 f"valid YAML ({problem})") from None
-        except RecursionError:
-            raise ParameterError(f"parameter {name!r}: value is nested too deeply") from None
-        return _plain(name, value)
-    return text
+
+def parse_yaml_text(text: str | bytes, what: str) -> dict[str, Any]:
+    """A YAML mapping given on the command line (``-y``, or ``-b`` once decoded) as parameters.
+
+    Dates stay the text they were written as (papermill's loader does not make dates either).
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ParameterError(f"{what} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise ParameterError(f"{what} is nested too deeply") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ParameterError(f"{what} must be a mapping of name: value, got {type(data).__name__}")
+    return {str(k): _plain(str(k), v) for k, v in data.items()}
 
 
 def load_params_file(path: str | Path) -> dict[str, Any]:
@@ -130,20 +135,8 @@ def _plain(name: str, value: Any, depth: int = 0) -> Any:
 
 
 def render_literal(value: Any) -> str:
-    """Render a parameter value as Python source that evaluates to it."""
-    if value is None or isinstance(value, bool | int | str):
-        return repr(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "float('nan')"
-        if math.isinf(value):
-            return "float('inf')" if value > 0 else "float('-inf')"
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(render_literal(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{render_literal(str(k))}: {render_literal(v)}" for k, v in value.items()) + "}"
-    raise ParameterError(f"cannot render {type(value).__name__} as a parameter literal")
+    """Render a parameter value as Python source that evaluates to it (papermill's Python translator)."""
+    return LANGUAGES["python"].render(value)
 
 
 def _tags(cell: Any) -> list[str]:
@@ -172,39 +165,61 @@ def declared_parameters(nb: Any) -> dict[str, str] | None:
 
 
 def inject_parameters(nb: Any, parameters: dict[str, Any], *, input_path: str | None = None,
-                      output_path: str | None = None) -> Any:
-    """Return a copy of ``nb`` with an ``injected-parameters`` cell holding ``parameters``.
+                      output_path: str | None = None, kernel_name: str | None = None,
+                      language: str | None = None, report_mode: bool = False) -> Any:
+    """Return a copy of ``nb`` with an ``injected-parameters`` cell holding ``parameters``, as papermill does.
 
-    Warns (:class:`UndeclaredParameterWarning`) for names the ``parameters`` cell does not assign,
-    as papermill does; raises :class:`ParameterError` for a name that is not a Python identifier
-    or is a keyword.
+    The cell is written in the kernel's language (:mod:`~agentstack_lab.workflows.translators`); it
+    replaces an injected cell left by an earlier run, else goes right after the ``parameters`` cell,
+    else first. A notebook older than nbformat 4.5 is upgraded to 4.5 (cell ids) before a cell is
+    added, so the result validates. Warns (:class:`UndeclaredParameterWarning`) for names the
+    ``parameters`` cell does not assign; raises :class:`ParameterError` for a name that is not a
+    Python identifier or is a keyword, or a kernel language no translator knows.
     """
     import nbformat
 
     for name in parameters:
         check_name(name)
-    lines = ["# Parameters"] + [f"{k} = {render_literal(v)}" for k, v in parameters.items()]
+    kernelspec = nb.metadata.get("kernelspec", {})
+    kernel_name = kernel_name or kernelspec.get("name")
+    language = language or kernelspec.get("language") or nb.metadata.get("language_info", {}).get("name")
     out = copy.deepcopy(nb)
-    declared = declared_parameters(out)
+    python = language in (None, "python") and kernel_name in (None, "python3", "python", "pysparkkernel")
+    declared = declared_parameters(out) if python else _tagged_cell_names(out)
     if declared is None and parameters:
         warnings.warn("the notebook has no cell tagged 'parameters'; injecting parameters at the top",
                       UndeclaredParameterWarning, stacklevel=2)
     for name in parameters:
-        if declared is not None and name not in declared:
+        if declared is not None and name not in declared and python and name not in _PATH_PARAMETERS:
             warnings.warn(f"parameter {name!r} is not declared in the notebook's parameters cell "
                           f"(declared: {', '.join(declared) or 'none'})", UndeclaredParameterWarning,
                           stacklevel=2)
-    out.cells = [c for c in out.cells if "injected-parameters" not in _tags(c)]
-    index = next((i + 1 for i, c in enumerate(out.cells) if "parameters" in _tags(c)), 0)
     if parameters:
-        cell = nbformat.v4.new_code_cell("\n".join(lines) + "\n")
+        source = render_parameters(parameters, kernel_name=kernel_name, language=language)
+        if (out.get("nbformat"), out.get("nbformat_minor", 0)) < (4, 5):
+            out = nbformat.v4.upgrade(out, from_version=out.get("nbformat", 4),
+                                      from_minor=out.get("nbformat_minor", 0))
+        cell = nbformat.v4.new_code_cell(source)
         cell.metadata["tags"] = ["injected-parameters"]
-        out.cells.insert(index, cell)
+        if report_mode:
+            cell.metadata["jupyter"] = {"source_hidden": True}
+        injected = next((i for i, c in enumerate(out.cells) if "injected-parameters" in _tags(c)), None)
+        if injected is not None:
+            out.cells[injected] = cell
+        else:
+            index = next((i + 1 for i, c in enumerate(out.cells) if "parameters" in _tags(c)), 0)
+            out.cells.insert(index, cell)
     meta = out.metadata.setdefault("papermill", {})
     meta["parameters"] = copy.deepcopy(parameters)
     meta["default_parameters"] = declared or {}
+    meta.setdefault("environment_variables", {})
     if input_path is not None:
         meta["input_path"] = input_path
     if output_path is not None:
         meta["output_path"] = output_path
     return out
+
+
+def _tagged_cell_names(nb: Any) -> dict[str, str] | None:
+    """A non-Python notebook's parameters cell: present or not (its names are not parsed)."""
+    return {} if any(c.cell_type == "code" and "parameters" in _tags(c) for c in nb.cells) else None
