@@ -1,4 +1,4 @@
-"""20 runs of a small parameterised notebook: papermill one at a time vs ours one at a time vs ours pooled.
+"""20 runs of a small parameterised notebook: papermill (its own engine and ours) vs ours, one at a time and pooled.
 
 Run: .venv/bin/python benchmarks/bench_workflows.py [--runs 20] [--parallel 2]
 """
@@ -33,12 +33,13 @@ def cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def bench_papermill(nb: Path, out: Path, runs: int) -> float:
+def bench_papermill(nb: Path, out: Path, runs: int, engine: str | None = None) -> float:
     import papermill
 
     for i in range(runs):
-        papermill.execute_notebook(str(nb), str(out / f"pm-{i}.ipynb"), parameters={"n": i, "label": f"r{i}"},
-                                   progress_bar=False, kernel_name="python3", log_output=False)
+        papermill.execute_notebook(str(nb), str(out / f"pm-{engine}-{i}.ipynb"),
+                                   parameters={"n": i, "label": f"r{i}"}, progress_bar=False,
+                                   kernel_name="python3", log_output=False, engine_name=engine)
     return 0.0
 
 
@@ -73,6 +74,8 @@ def main() -> None:
         rows = []
         for name, fn in [
             ("papermill, one at a time", lambda: bench_papermill(nb, tmpdir, args.runs)),
+            ("papermill --engine agentstack, one at a time",
+             lambda: bench_papermill(nb, tmpdir, args.runs, engine="agentstack")),
             ("ours, one at a time", lambda: asyncio.run(bench_ours_serial(nb, tmpdir, args.runs))),
             (f"ours, pool of {args.parallel} ordinary kernels",
              lambda: asyncio.run(bench_ours_pooled(nb, tmpdir, args.runs, args.parallel, False))),

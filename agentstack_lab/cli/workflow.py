@@ -483,17 +483,19 @@ async def _single(path: Any, values: dict[str, Any], output: str | None, report:
 
 
 def _cell_progress(notebook: Any, injecting: bool) -> tuple[Any, Any]:
-    """Papermill's ``--progress-bar``: a bar on stderr advanced as each code cell ends.
+    """Papermill's ``--progress-bar``: a bar on stderr advanced as each cell ends (markdown too, as papermill).
 
-    Its total counts the code cells that will run: the notebook's, plus the injected-parameters cell
-    when parameters are given and the notebook has none from an earlier run.
+    Its total counts the notebook's cells, plus the injected-parameters cell when parameters are
+    given and the notebook has none from an earlier run.
     """
     import nbformat
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from agentstack_lab.workflows.execute import ERROR_MARKER_TAG
+
     nb = notebook if isinstance(notebook, dict) else nbformat.read(notebook, as_version=4)
-    total = sum(c.cell_type == "code" and bool(c.source.strip()) for c in nb.cells)
+    total = sum(ERROR_MARKER_TAG not in c.get("metadata", {}).get("tags", []) for c in nb.cells)
     if injecting and not any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
         total += 1
     progress = Progress(TextColumn("Executing"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),

@@ -144,7 +144,6 @@ class PapermillMetadata:
         meta = self.nb.metadata.setdefault("papermill", {})
         meta.update(start_time=_now(), end_time=None, duration=None, exception=None)
         meta["version"] = _version()
-        meta.setdefault("environment_variables", {})
         for cell in self.nb.cells:
             if cell.cell_type == "code":
                 cell.execution_count = None
@@ -229,15 +228,14 @@ async def _execute_cells(client: Any, nb: Any, lease: Any, *, deadline: float | 
     info = await client.async_wait_for_reply(msg_id)
     if info is not None and "language_info" in info["content"]:
         nb.metadata["language_info"] = info["content"]["language_info"]
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or not cell.source.strip():
-            continue
+    for index, cell in enumerate(nb.cells):  # every cell starts and ends, as papermill: markdown too
         described = _describe(nb, index)
         if observer:
             observer.cell_start(cell, index)
         try:
-            await _execute_cell(client, cell, index, lease, described, deadline=deadline, timeout=timeout,
-                                cell_timeout=cell_timeout)
+            if cell.cell_type == "code" and cell.source.strip():
+                await _execute_cell(client, cell, index, lease, described, deadline=deadline, timeout=timeout,
+                                    cell_timeout=cell_timeout)
         except (_RunError, _Stopped):
             if observer:
                 observer.cell_exception(cell, index)

@@ -185,7 +185,13 @@ def inject_parameters(nb: Any, parameters: dict[str, Any], *, input_path: str | 
     language = language or kernelspec.get("language") or nb.metadata.get("language_info", {}).get("name")
     out = copy.deepcopy(nb)
     python = language in (None, "python") and kernel_name in (None, "python3", "python", "pysparkkernel")
-    declared = declared_parameters(out) if python else _tagged_cell_names(out)
+    if (out.get("nbformat"), out.get("nbformat_minor", 0)) < (4, 5):  # cell ids, as papermill's load does
+        out = nbformat.v4.upgrade(out, from_version=out.get("nbformat", 4), from_minor=out.get("nbformat_minor", 0))
+    try:
+        declared = declared_parameters(out) if python else _tagged_cell_names(out)
+    except ParameterError as exc:  # injected all the same, as papermill: the cell fails when it runs
+        warnings.warn(f"{exc}; its names are not checked", UndeclaredParameterWarning, stacklevel=2)
+        declared, python = {}, False
     if declared is None and parameters:
         warnings.warn("the notebook has no cell tagged 'parameters'; injecting parameters at the top",
                       UndeclaredParameterWarning, stacklevel=2)
@@ -196,9 +202,6 @@ def inject_parameters(nb: Any, parameters: dict[str, Any], *, input_path: str | 
                           stacklevel=2)
     if parameters:
         source = render_parameters(parameters, kernel_name=kernel_name, language=language)
-        if (out.get("nbformat"), out.get("nbformat_minor", 0)) < (4, 5):
-            out = nbformat.v4.upgrade(out, from_version=out.get("nbformat", 4),
-                                      from_minor=out.get("nbformat_minor", 0))
         cell = nbformat.v4.new_code_cell(source)
         cell.metadata["tags"] = ["injected-parameters"]
         if report_mode:
@@ -209,10 +212,18 @@ def inject_parameters(nb: Any, parameters: dict[str, Any], *, input_path: str | 
         else:
             index = next((i + 1 for i, c in enumerate(out.cells) if "parameters" in _tags(c)), 0)
             out.cells.insert(index, cell)
-    meta = out.metadata.setdefault("papermill", {})
-    meta["parameters"] = copy.deepcopy(parameters)
-    meta["default_parameters"] = declared or {}
-    meta.setdefault("environment_variables", {})
+    from agentstack_lab._version import __version__
+
+    # papermill's metadata, as papermill writes it: made when the notebook has none, else an earlier
+    # run's kept (its parameters too when none are given: they describe the injected cell kept with them)
+    meta = out.metadata.setdefault("papermill", {"default_parameters": {}, "parameters": {},
+                                                 "environment_variables": {}})
+    if parameters or "parameters" not in meta:
+        meta["parameters"] = copy.deepcopy(parameters)
+    meta["version"] = f"agentstack-lab {__version__}"  # what ran it, whatever ran it before
+    for cell in out.cells:  # as papermill's load: every cell has tags and papermill metadata
+        cell.metadata.setdefault("tags", [])
+        cell.metadata.setdefault("papermill", {})
     if input_path is not None:
         meta["input_path"] = input_path
     if output_path is not None:
