@@ -19,4 +19,4 @@ def metrics(ctx: typer.Context):
     """Print the workspace's Prometheus metrics (text exposition format)."""
     from agentstack_lab.monitoring.metrics import exposition
 
-    sys.stdout.write(exposition(open_workspace(ctx, announce_new=False).db).decode())
+    sys.stdout.write(exposition(open_workspace(ctx, announce_new=False).db)[0].decode())

@@ -139,15 +139,19 @@ class WorkspaceCollector:
                          BUCKETS["latency"])
 
 
-def exposition(db: Database, *, extra: Iterable[Any] = ()) -> bytes:
-    """The Prometheus text exposition of a workspace's metrics (a registry of its own, not the global one).
+def exposition(db: Database, *, extra: Iterable[Any] = (), accept: str = "") -> tuple[bytes, str]:
+    """A workspace's metrics exposition and its Content-Type (a registry of its own, not the global one).
 
-    ``extra``: more collectors, e.g. the server's own gauges (its WebSocket clients).
+    Prometheus' text format 0.0.4, or OpenMetrics when ``accept`` (the scraper's Accept header) asks
+    for ``application/openmetrics-text``, as ``prometheus_client`` negotiates it. ``extra``: more
+    collectors, e.g. the server's own gauges (its WebSocket clients).
     """
-    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import choose_encoder
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkspaceCollector(db))
     for collector in extra:
         registry.register(collector)
-    return generate_latest(registry)
+    encode, content_type = choose_encoder(accept)
+    return encode(registry), content_type

@@ -189,8 +189,11 @@ class MetricsHandler(BaseHandler):
             def collect(self) -> Any:
                 yield GaugeMetricFamily("agentstack_ws_clients", "WebSocket clients of this server", value=clients)
 
-        self.set_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.finish(await self.state.off_loop(lambda: exposition(self.state.workspace.db, extra=[_ServerGauges()])))
+        accept = self.request.headers.get("Accept", "")
+        body, content_type = await self.state.off_loop(
+            lambda: exposition(self.state.workspace.db, extra=[_ServerGauges()], accept=accept))
+        # APIHandler.finish would make it application/json, which Prometheus 3 refuses to scrape
+        self.finish(body, set_content_type=content_type)
 
 
 # The bases disagree on prepare() (JupyterHandler: async, WebSocketHandler: not), a gap in their typing
