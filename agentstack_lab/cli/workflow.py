@@ -244,10 +244,11 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...] 
     try:
         if not notebooks:
             raise CommandError("give a NOTEBOOK to run (NOTEBOOK OUTPUT for papermill's form); see --help")
+        first: str = notebooks[0]
         if help_notebook:
-            raise SystemExit(_help_notebook(notebooks[0]))
+            raise SystemExit(_help_notebook(first))
         if len(notebooks) == 2 and not (batch or output or grid_file):
-            notebooks, output = notebooks[:1], notebooks[1]  # papermill's positional form: IN OUT
+            notebooks, output = (notebooks[0],), notebooks[1]  # papermill's positional form: IN OUT
         if "-" in notebooks and len(notebooks) > 1:
             raise CommandError("'-' (a notebook on stdin) runs alone: give it as the only input")
         several = len(notebooks) > 1 or bool(grid_file)
@@ -257,7 +258,7 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...] 
             raise CommandError("a notebook on stdin ('-') cannot run on a cluster: give its path")
         paths = {}
         if inject_input_path or inject_paths:
-            paths["PAPERMILL_INPUT_PATH"] = notebooks[0]
+            paths["PAPERMILL_INPUT_PATH"] = first
         if inject_output_path or inject_paths:
             if several:
                 raise CommandError("--inject-output-path is for one run: each of several runs has its own output")
@@ -494,7 +495,7 @@ def _cell_progress(notebook: Any, injecting: bool) -> tuple[Any, Any]:
 
     from agentstack_lab.workflows.execute import ERROR_MARKER_TAG
 
-    nb = notebook if isinstance(notebook, dict) else nbformat.read(notebook, as_version=4)
+    nb: Any = notebook if isinstance(notebook, dict) else nbformat.read(notebook, as_version=4)
     total = sum(ERROR_MARKER_TAG not in c.get("metadata", {}).get("tags", []) for c in nb.cells)
     if injecting and not any("injected-parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
         total += 1

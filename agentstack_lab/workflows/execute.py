@@ -336,6 +336,7 @@ async def run_notebook(notebook: str | Path | Any, *, parameters: dict[str, Any]
     out_path = Path(output) if output else default_output_path("stdin" if given else src)
     result = RunResult(notebook="-" if given else str(src), status="error", exit_code=EXIT_ERROR, message="",
                        parameters=parameters)
+    nb: Any
     if given:
         nb = notebook
     elif not src.is_file():
