@@ -157,7 +157,7 @@ class AgentsConfig(_Section):
 
 
 class DriftConfig(_Section):
-    """Drift detection (seed §4.1, ``tasks/drift.py``): a subtask whose input repeats an ancestor's."""
+    """Drift detection (docs/tasks.md, ``tasks/drift.py``): a subtask whose input repeats an ancestor's."""
 
     enabled: bool = False
     threshold: float = Field(default=0.95, ge=0, le=1)
@@ -173,7 +173,7 @@ class DriftConfig(_Section):
 
 
 class ConsensusConfig(_Section):
-    """Consensus checkpoints (seed §4.2, ``tasks/consensus.py``): risky subtasks wait for a reviewer."""
+    """Consensus checkpoints (docs/tasks.md, ``tasks/consensus.py``): risky subtasks wait for a reviewer."""
 
     enabled: bool = False
     require_for_risk_levels: list[Literal["low", "medium", "high"]] = Field(default_factory=lambda: ["high", "medium"])
@@ -199,7 +199,7 @@ class WorkflowsConfig(_Section):
 
 
 class MonitoringConfig(_Section):
-    """The resource-exhaustion monitor (seed §11.1, ``monitoring/resources.py``): per-agent limits.
+    """The resource-exhaustion monitor (docs/tasks.md, ``monitoring/resources.py``): per-agent limits.
 
     Each limit's use is a ratio; at ``warning_at`` of any limit the agent is badged (phase ``warning``),
     at ``intervention_at`` it is paused and a decision "resume or stop?" is opened, at
@@ -224,7 +224,7 @@ class MonitoringConfig(_Section):
 
 
 class WorkflowTriggerConfig(_Section):
-    """A workflow trigger (seed §7.2): when a hook event's context matches ``when``, run ``workflow``."""
+    """A workflow trigger (docs/tasks.md): when a hook event's context matches ``when``, run ``workflow``."""
 
     id: str = Field(min_length=1)
     name: str = ""
@@ -235,7 +235,7 @@ class WorkflowTriggerConfig(_Section):
 
 
 class HooksConfig(_Section):
-    """Lifecycle hooks (seed §7, ``hooks.py``): which events run, and the workflow triggers."""
+    """Lifecycle hooks (docs/tasks.md, ``hooks.py``): which events run, and the workflow triggers."""
 
     session_start: bool = True
     session_end: bool = True

@@ -51,7 +51,7 @@ SettableStatus = Literal["idle", "running", "waiting_user", "completed", "failed
 assert set(get_args(SettableStatus)) == set(AGENT_STATUSES) - {"pending", "paused"}
 
 # The engine's lifecycle (pending → running ⇄ waiting_user | paused → completed | failed | stopped) plus
-# the spawner's ``idle`` (design seed §1.2: an agent created but not yet asked anything). ``paused``: held
+# the spawner's ``idle`` (docs/notebook.md: an agent created but not yet asked anything). ``paused``: held
 # at a checkpoint by a pause (``agent pause``, the resource monitor's intervention) until resumed.
 TRANSITIONS: Mapping[str, frozenset[str]] = {
     "pending": frozenset({"running", "stopped", "failed"}),

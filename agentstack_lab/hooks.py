@@ -1,4 +1,4 @@
-"""Lifecycle hooks (design seed §7): ``session_start``, ``session_end``, ``pre_task``, ``post_task``, ``workflow``.
+"""Lifecycle hooks (docs/tasks.md): ``session_start``, ``session_end``, ``pre_task``, ``post_task``, ``workflow``.
 
 The engine fires them for every run (a run is a session, every agent a task): ``session_start``,
 then ``pre_task``/``post_task`` per agent, then ``session_end``. Each event is run as the seed's
@@ -7,7 +7,7 @@ handler, then every plugin's implementation (pluggy hookspecs in ``hookspecs.py`
 ``ws.plugins``; plugins named in ``plugins.disabled`` are left out). A handler that raises is logged with its traceback and skipped:
 a hook never breaks the run.
 
-Workflow triggers (seed §7.2) are evaluated by the built-in handler of every event: a trigger's
+Workflow triggers (docs/tasks.md) are evaluated by the built-in handler of every event: a trigger's
 condition over the :class:`HookContext` (a callable, or the config's ``when`` field → value map)
 starts its workflow notebook as ``agentstack-lab workflow run`` in a child process (the executed
 notebook lands under ``.agentstack/workflows/``) and then fires the ``workflow`` event. Triggers

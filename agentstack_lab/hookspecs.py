@@ -36,9 +36,9 @@ class HookSpecs:
 
     @hookspec
     def register_workflow_triggers(self, register: Callable[..., None]) -> None:
-        """Register workflow triggers (seed §7.2): ``register(WorkflowTrigger(...))`` (see ``hooks.py``)."""
+        """Register workflow triggers (docs/tasks.md): ``register(WorkflowTrigger(...))`` (see ``hooks.py``)."""
 
-    # --- lifecycle hooks (seed §7; fired by ``hooks.py``): each receives a ``hooks.HookContext``.
+    # --- lifecycle hooks (docs/tasks.md; fired by ``hooks.py``): each receives a ``hooks.HookContext``.
     # A raising implementation is logged with its traceback and skipped; the run goes on.
     @hookspec
     def session_start(self, context: Any) -> None:

@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md as an import-linter contract (pyproject ``[tool.importlinter]``).
+"""The layers of docs/architecture.md as an import-linter contract (pyproject ``[tool.importlinter]``).
 
 Imports point down: surfaces > workflows > engine > workspace > services > plugins >
 default_plugins > hookspecs > memory > providers/embeddings > store > config > events > errors. grimp builds the graph from every

@@ -1,4 +1,4 @@
-"""Agent services: type registry (§1.1), spawner with persisted statuses (§1.2), identities (§1.4)."""
+"""Agent services: type registry, spawner with persisted statuses, identities (docs/notebook.md)."""
 
 from agentstack_lab.agents.identity import IdentityService
 from agentstack_lab.agents.registry import (

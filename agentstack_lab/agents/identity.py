@@ -1,4 +1,4 @@
-"""Persistent agent identities with a lifecycle and an audit trail (design seed §1.4).
+"""Persistent agent identities with a lifecycle and an audit trail (docs/notebook.md).
 
 created → active ⇄ dormant → retired (and created → retired). Every change, including
 metadata updates, writes an ``identity_audit`` row in the same transaction.

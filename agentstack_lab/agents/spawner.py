@@ -1,4 +1,4 @@
-"""Spawned agents and their statuses, persisted in the workspace database (design seed §1.2).
+"""Spawned agents and their statuses, persisted in the workspace database (docs/notebook.md).
 
 Every agent (spawned here or by an engine run) is a row of the ``agents`` table, so another
 process (``agent watch``, the lab panel, the MCP server) sees it live. Status changes follow

@@ -1,4 +1,4 @@
-"""``agentstack-lab system ...``: the workspace's health (seed §11.3) and its configuration (secrets masked).
+"""``agentstack-lab system ...``: the workspace's health (docs/tasks.md) and its configuration (secrets masked).
 
 ``system health`` exits 0 healthy, 1 degraded, 2 unhealthy, so a probe or CI step can gate on it; a
 folder with no workspace database is an error (exit 2) and the check creates nothing on disk.

@@ -1,4 +1,4 @@
-"""Coordination (design seed §5): the durable task queue, the message bus, workers and the coordinator.
+"""Coordination (docs/tasks.md): the durable task queue, the message bus, workers and the coordinator.
 
 Services layer: imports only the foundation. Everything lives in the workspace database, so a worker
 in another process (``agentstack-lab worker``), a kernel and the CLI share one queue and one bus, and

@@ -1,4 +1,4 @@
-"""The message bus between agents (design seed §5, 4.2), across processes.
+"""The message bus between agents (docs/tasks.md), across processes.
 
 Every message is a row of ``messages`` (``seq`` orders them, as ``events`` orders a run's events), so
 an agent in a worker process and its coordinator in a kernel talk through the workspace file. A

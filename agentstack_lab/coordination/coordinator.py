@@ -1,4 +1,4 @@
-"""The hierarchical coordinator (design seed §5, 4.3): one coordinator, a durable queue, workers.
+"""The hierarchical coordinator (docs/tasks.md): one coordinator, a durable queue, workers.
 
 ``submit(agent_type, input, priority)`` queues a task (in the coordinator's group) and makes sure a
 worker can take it: an idle in-process worker of that type picks it up itself; otherwise a new

@@ -1,6 +1,6 @@
 """Placing queued tasks on a Dask cluster: one Dask task per queued task, run by a one-task queue worker.
 
-The durable queue stays the one path (design seed §5): a coordinator with a :class:`DaskPlacement`
+The durable queue stays the one path (docs/tasks.md): a coordinator with a :class:`DaskPlacement`
 still enqueues every task in the workspace database and waits for the *row* to finish; instead of
 spawning in-process workers it submits, per task, a Dask task that opens the same workspace (the
 SQLite file on a filesystem the workers share, or the team's PostgreSQL for memory) and runs

@@ -1,4 +1,4 @@
-"""The durable task queue (design seed §5, 4.1) in the workspace database, with leases.
+"""The durable task queue (docs/tasks.md) in the workspace database, with leases.
 
 The seed keeps its queue in one process's memory; ours must survive what notebooks do to processes
 (a kernel restarts, a terminal closes, a worker is SIGKILLed), so every queued task is a row of

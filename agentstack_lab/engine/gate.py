@@ -3,11 +3,11 @@
 Every agent is a task (same id) mirrored by the event log; this module adds what must happen
 *before* a child exists, so it cannot ride on the log's batches:
 
-* drift (``drift`` config, seed §4.1): the child's prompt is embedded and compared with its
+* drift (``drift`` config, docs/tasks.md): the child's prompt is embedded and compared with its
   ancestors' tasks. ``warn``: the child starts with ``metadata.drift`` (a badge in the tree);
   ``prevent``: it is not spawned, and the parent gets a note (and a line in its next model call)
   saying why. With drift disabled (the default) nothing here touches the database.
-* consensus (``consensus`` config, seed §4.2): the subtasks a parent is about to spawn are risk-rated;
+* consensus (``consensus`` config, docs/tasks.md): the subtasks a parent is about to spawn are risk-rated;
   when required they wait on a checkpoint (a ``consensus`` decision). ``auto`` approves, ``human``
   asks through :func:`~agentstack_lab.engine.queries.ask` like any other decision (the run's ``on_query``:
   fail closed, auto-approve, or wait for any surface while the parent shows ``waiting_user``),

@@ -1,4 +1,4 @@
-"""The ``review_loop_*`` MCP tools (seed §3.2 review-loop tools), over :mod:`agentstack_lab.workflows.review_loop`.
+"""The ``review_loop_*`` MCP tools (docs/mcp.md review-loop tools), over :mod:`agentstack_lab.workflows.review_loop`.
 
 The seed exported these but never registered them; here they are served. A loop started by
 ``review_loop_start`` runs on the server's event loop (it returns at once unless ``wait``); status,

@@ -1,10 +1,10 @@
-"""MCP tools of the seed's §3.2 beyond runs: spawned agents, identities, health and configuration.
+"""MCP tools beyond runs (docs/mcp.md): spawned agents, identities, health and configuration.
 
 Mixed into the Toolbox (``tools.py`` stays under ~600 lines); they need ``self.ws``,
 ``self._identities()`` and ``self._identity_id()``. ``agent_spawn`` creates an ``idle`` agent row (the
 seed's spawner; the engine's agents are created by ``agent_run``), ``agent_update_status`` moves a
 spawned agent along its lifecycle; an agent of an engine run is changed through ``agent_stop`` or
-``agent_intervene`` (its run owns it). ``system_health`` is the detailed health report (seed §11.3);
+``agent_intervene`` (its run owns it). ``system_health`` is the detailed health report (docs/tasks.md);
 ``system_config`` the configuration in effect with every secret masked.
 """
 
@@ -34,7 +34,7 @@ class SystemTools:
     _identities: Callable[[], Any]        # the Toolbox's (annotations only: the Toolbox defines them)
     _identity_id: Callable[[str], str]
 
-    # --- agents (seed §1.2) ------------------------------------------------------------------------
+    # --- agents (docs/notebook.md) ------------------------------------------------------------------------
     def _spawner(self) -> Any:
         return self.ws.spawner  # checks agent types against the workspace's registry (plugins included)
 
@@ -63,7 +63,7 @@ class SystemTools:
                              "use agent_stop or agent_intervene")
         return dataclasses.asdict(spawner.update_status(found.id, status, error=error, result=result))
 
-    # --- identities (seed §1.4) --------------------------------------------------------------------
+    # --- identities (docs/notebook.md) --------------------------------------------------------------------
     def identity_get(self, identity: Annotated[str, Field(min_length=1, description="Id or display name.")]
                      ) -> dict[str, Any]:
         """One persistent identity by id or display name."""
@@ -90,7 +90,7 @@ class SystemTools:
         return dataclasses.asdict(svc.update(agent_id, actor_id="mcp", display_name=display_name,
                                              description=description, capabilities=capabilities, metadata=metadata))
 
-    # --- system (seed §11.3) -----------------------------------------------------------------------
+    # --- system (docs/tasks.md) -----------------------------------------------------------------------
     def system_health(self, kind: Literal["live", "ready", "detailed"] = "detailed") -> dict[str, Any]:
         """Health (healthy, degraded or unhealthy) with each check: database, events, memory backend, embedder, provider, queue, agents."""
         from agentstack_lab.monitoring.health import check

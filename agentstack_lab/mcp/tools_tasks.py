@@ -1,4 +1,4 @@
-"""The ``task_*`` and ``consensus_*`` MCP tools (seed §3.2 task tools, §4.2 consensus tools).
+"""The ``task_*`` and ``consensus_*`` MCP tools (docs/mcp.md task tools, docs/tasks.md consensus tools).
 
 Plain methods over one workspace, registered by ``server.py`` like :class:`~agentstack_lab.mcp.tools.Toolbox`;
 each signature is its input schema and each returns a JSON-able dict. Everything is read from and

@@ -1,4 +1,4 @@
-"""Session isolation for memory (design seed §2.5).
+"""Session isolation for memory (docs/notebook.md).
 
 A session's private memory lives in the namespace ``session:{id}``. Every memory
 operation is checked: a caller scoped to session A may use its own namespace and

@@ -1,4 +1,4 @@
-"""Liveness, readiness and a detailed check of the workspace (design seed §11.3).
+"""Liveness, readiness and a detailed check of the workspace (docs/tasks.md).
 
 ``live``: this process answers. ``ready``: the database opens, takes a write, its migrations are
 current and its ``events`` table is there, and the memory backend answers (PostgreSQL when

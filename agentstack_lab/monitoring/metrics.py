@@ -1,4 +1,4 @@
-"""Prometheus metrics of a workspace (design seed §11.2), computed from its database at scrape time.
+"""Prometheus metrics of a workspace (docs/tasks.md), computed from its database at scrape time.
 
 A custom collector (:class:`WorkspaceCollector`) queries the tables when scraped, so the work of every
 process on the workspace counts (kernels, ``agent run``, workers, the MCP server), survives restarts,

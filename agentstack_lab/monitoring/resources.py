@@ -1,4 +1,4 @@
-"""The resource-exhaustion monitor (design seed §11.1): runaway agents are warned, paused, then stopped.
+"""The resource-exhaustion monitor (docs/tasks.md): runaway agents are warned, paused, then stopped.
 
 Per agent it counts model calls, tokens, subtasks spawned, files the ``python`` tool read, wrote and
 modified (audit hooks in the executors), deliverables, and the time since the last deliverable. Each

@@ -1,4 +1,4 @@
-"""Tasks, relationships, drift detection and consensus checkpoints (design seed §3.2, §4.1, §4.2).
+"""Tasks, relationships, drift detection and consensus checkpoints (docs/tasks.md).
 
 Services layer: imports only the foundation. Every engine agent is a task (same id); tasks can also
 be created directly. The consensus decision queue is passed in by the caller (a surface or the engine).

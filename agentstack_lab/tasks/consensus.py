@@ -1,4 +1,4 @@
-"""Consensus checkpoints (design seed §4.2): risky subtasks wait for a reviewer before they start.
+"""Consensus checkpoints (docs/tasks.md): risky subtasks wait for a reviewer before they start.
 
 Risk is estimated exactly as the seed does: the agent type in ``high_risk_agent_types`` → high, in
 ``medium_risk_agent_types`` → medium; else the input (lower-cased) containing a

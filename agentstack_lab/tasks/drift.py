@@ -1,4 +1,4 @@
-"""Drift detection (design seed §4.1): is a new subtask just its ancestor's task again?
+"""Drift detection (docs/tasks.md): is a new subtask just its ancestor's task again?
 
 An agent that re-delegates its own prompt to a subagent (which may do the same) burns the budget
 without progress. When a task with a parent is created, its input is embedded with the workspace

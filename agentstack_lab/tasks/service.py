@@ -1,4 +1,4 @@
-"""The task tools' one entry point (seed §3.2): create with drift and consensus checks, then act.
+"""The task tools' one entry point (docs/mcp.md): create with drift and consensus checks, then act.
 
 The CLI and MCP call :class:`TaskService`; nothing here knows about surfaces. ``create`` follows the
 seed's ``task_create``: with a parent, drift is checked first (``prevent`` raises

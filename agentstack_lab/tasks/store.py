@@ -1,4 +1,4 @@
-"""Tasks and their relationships in the workspace database (design seed §3.2 task tools, §4.1 tables).
+"""Tasks and their relationships in the workspace database (docs/mcp.md task tools, docs/tasks.md tables).
 
 Every agent of an engine run is a task row with the agent's id (written by the engine's event log
 in the same transaction as the ``agents`` row); tasks can also be created directly (CLI, MCP).
@@ -288,7 +288,7 @@ class TaskStore:
         return [_relationship(r) for r in rows]
 
     def ancestors(self, task_id: str, max_depth: int = 3) -> list[tuple[str, int]]:
-        """``(ancestor id, distance)`` breadth first through ``parent_of`` and ``derived_from`` (seed §4.1)."""
+        """``(ancestor id, distance)`` breadth first through ``parent_of`` and ``derived_from`` (docs/tasks.md)."""
         out: list[tuple[str, int]] = []
         seen = {task_id}
         frontier = [(task_id, 0)]

@@ -1,4 +1,4 @@
-"""Workflow data: phases, findings, phase results, the running context and the report (seed §5.2).
+"""Workflow data: phases, findings, phase results, the running context and the report (docs/workflows.md).
 
 Everything here is plain dataclasses with ``to_dict()`` giving the camelCase JSON that
 ``report.schema.json`` describes.
@@ -145,7 +145,7 @@ class WorkflowConfig:
 
 @dataclass(kw_only=True)
 class WorkflowContext:
-    """The state a phase executor sees (seed §5.1 ``WorkflowContext``)."""
+    """The state a phase executor sees (docs/workflows.md ``WorkflowContext``)."""
 
     config: WorkflowConfig
     current_phase: str | None = None
@@ -188,7 +188,7 @@ class WorkflowEvent:
 
 @dataclass(kw_only=True)
 class WorkflowReport:
-    """The result of a workflow run (seed §5.2 ``WorkflowReport``)."""
+    """The result of a workflow run (docs/workflows.md ``WorkflowReport``)."""
 
     workflow: str
     started_at: datetime

@@ -1,4 +1,4 @@
-"""The adversarial review loop (seed §3.2 review-loop tools): a reviewer agent judges, a coder agent revises.
+"""The adversarial review loop (docs/mcp.md review-loop tools): a reviewer agent judges, a coder agent revises.
 
 Each iteration runs a headless ``reviewer`` agent on the current code (or diff) through the engine
 (:class:`~agentstack_lab.engine.AgentRun`: its events, agent rows and budgets as for any run); its reply

@@ -1,4 +1,4 @@
-"""The phase runner (seed §5.1): run phases in order, emit events, loop on adversarial FAIL.
+"""The phase runner (docs/workflows.md): run phases in order, emit events, loop on adversarial FAIL.
 
 Pure Python and async; it knows nothing about notebooks or kernels. A phase executor is a
 function (sync or async) taking a :class:`PhaseScope`; it records findings with

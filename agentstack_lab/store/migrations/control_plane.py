@@ -1,8 +1,7 @@
 """The control plane's migration steps: decisions, interventions, tasks, queue and bus, monitor, review loops.
 
-The tables of the services and workflows layers (DESIGN.md, "The workspace control plane"): seed
-§4 (tasks, relationships, drift, consensus), §5 (durable queue, message bus) and §11.1 (the resource
-monitor's phase changes). Steps only: their names and order, and the bookkeeping, live in
+The tables of the services and workflows layers (docs/architecture.md, "The store"; docs/tasks.md): tasks,
+relationships, drift, consensus, the durable queue and message bus, and the resource monitor's phase changes. Steps only: their names and order, and the bookkeeping, live in
 :mod:`agentstack_lab.store.migrations`. A shipped step is never edited: append a new one.
 """
 
@@ -66,12 +65,12 @@ def services_interventions(conn: Any) -> None:
 
 
 def tasks_control_plane(conn: Any) -> None:
-    """Tasks of the control plane (design seed §4): one row per engine agent plus tasks created directly.
+    """Tasks of the control plane (docs/tasks.md): one row per engine agent plus tasks created directly.
 
     ``tasks`` gains its parent, run, assigned agent, error, depth, risk level and update time (the
     engine's agent id is the task id). ``task_relationships`` (unique per from, to, type),
-    ``task_embeddings`` (drift detection, §4.1), ``drift_detection_events`` (every check at or above
-    the warning level) and ``consensus_checkpoints`` (§4.2; the person-facing side is a decision of
+    ``task_embeddings`` (drift detection, docs/tasks.md), ``drift_detection_events`` (every check at or above
+    the warning level) and ``consensus_checkpoints`` (docs/tasks.md; the person-facing side is a decision of
     kind ``consensus``) follow the seed's tables, with REAL epoch seconds as elsewhere in this file.
     """
     for column in ("parent_id TEXT", "run_id TEXT", "agent_id TEXT", "error TEXT", "risk_level TEXT",
@@ -135,7 +134,7 @@ def tasks_control_plane(conn: Any) -> None:
 
 
 def coordination_queue_and_messages(conn: Any) -> None:
-    """The durable task queue and the message bus (design seed §5, ``agentstack_lab/coordination/``).
+    """The durable task queue and the message bus (docs/tasks.md, ``agentstack_lab/coordination/``).
 
     ``task_queue``: one row per queued task; ``seq`` is the FIFO order within a priority (1-10, higher
     first). A claim is a lease: ``lease`` (a fresh token per claim) and ``lease_expires_at``, renewed by
@@ -181,7 +180,7 @@ def coordination_queue_and_messages(conn: Any) -> None:
 
 
 def monitoring_phase_changes(conn: Any) -> None:
-    """Every phase change of the resource-exhaustion monitor (seed §11.1; ``monitoring/resources.py``).
+    """Every phase change of the resource-exhaustion monitor (docs/tasks.md; ``monitoring/resources.py``).
 
     One row per agent and phase reached (``warning``, ``intervention``, ``termination``), with the
     reason and the agent's usage then (JSON); the metrics' warning/intervention/termination counters
@@ -202,7 +201,7 @@ def monitoring_phase_changes(conn: Any) -> None:
 
 
 def workflows_review_loops(conn: Any) -> None:
-    """Adversarial review loops (seed §3.2 review-loop tools; ``workflows/review_loop.py``).
+    """Adversarial review loops (docs/mcp.md review-loop tools; ``workflows/review_loop.py``).
 
     ``review_loops``: one row per loop with its current code, status and last verdict, so
     ``review_loop_status|list|get_code`` work from any process; ``abort_requested`` is how another

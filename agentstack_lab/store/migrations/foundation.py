@@ -16,7 +16,7 @@ __all__ = ["foundation_memory", "foundation_vectors", "foundation_sessions_tasks
 
 
 def foundation_memory(conn: Any) -> None:
-    """Memory entries (seed §2.1 plus content hash, tags, versions), FTS5 index kept in step by triggers.
+    """Memory entries (docs/notebook.md plus content hash, tags, versions), FTS5 index kept in step by triggers.
 
     ``rid`` is an explicit AUTOINCREMENT rowid so FTS and vector rows can never be re-pointed by a VACUUM.
     The sqlite-vec table ``memory_vec`` is created by ``memory/vectors.py`` on first open, because its
@@ -111,7 +111,7 @@ def foundation_vectors(conn: Any) -> None:
 
 
 def foundation_sessions_tasks(conn: Any) -> None:
-    """Sessions (seed §2.1) and tasks; a session's memory namespace is ``session:{id}``."""
+    """Sessions (docs/notebook.md) and tasks; a session's memory namespace is ``session:{id}``."""
     conn.execute("""
         CREATE TABLE sessions (
             id TEXT PRIMARY KEY,
