@@ -82,12 +82,12 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    chromium fonts-liberation >/dev/null; \
 	else echo "note: /usr/bin/chromium missing and apt-get needs root: the browser test will be skipped"; fi
-	@# Debian's prometheus for promtool (tests/test_prometheus_scrape.py checks our metrics with it)
-	@if [ -x /usr/bin/promtool ]; then :; \
+	@# Debian's prometheus: tests/test_prometheus_scrape.py checks our metrics with promtool and scrapes them
+	@if [ -x /usr/bin/promtool ] && [ -x /usr/bin/prometheus ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  echo "installing Debian prometheus (promtool) for the metrics test (apt-get, ~10 s)"; \
+	  echo "installing Debian prometheus (promtool, prometheus) for the metrics tests (apt-get, ~10 s)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
-	else echo "note: promtool missing and apt-get needs root: its metrics check will be skipped"; fi
+	else echo "note: prometheus missing and apt-get needs root: the metrics check and scrape will be skipped"; fi
 
 # The JupyterLab extension, from a clean clone: npm packages from the npm registry (package-lock.json),
 # built with @jupyter/builder into labextension/dist (committed, shipped in the wheel). Needs Node >= 18:

@@ -1,10 +1,40 @@
 """Helpers for the notebook-surface kernel tests: scripted providers (and their source, to define them in a
-kernel) and widget-state readers."""
+kernel), widget-state readers, and the strict check of a notebook file we wrote."""
 
 from __future__ import annotations
 
+import copy
 import inspect
+import json
+import warnings
+from pathlib import Path
 from typing import Any
+
+
+def valid_notebook(written: Path | str) -> Any:
+    """The notebook in ``written`` (a path, or the text itself), after checking it exactly as written.
+
+    ``nbformat.validate`` against the schema of the file's own version (``nbformat``/``nbformat_minor``),
+    on the JSON as written, not on what ``nbformat.read`` makes of it (reading drops transient keys);
+    nbformat's silent repair of a missing or duplicate cell id is an error here, and from 4.5 on every
+    cell has an id of its own. Returns the notebook as ``nbformat.reads(..., 4)`` gives it.
+    """
+    import nbformat
+    from nbformat.warnings import DuplicateCellId, MissingIDFieldWarning
+
+    text = written.read_text(encoding="utf-8") if isinstance(written, Path) else written
+    raw = json.loads(text)
+    version = (raw["nbformat"], raw["nbformat_minor"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MissingIDFieldWarning)
+        warnings.simplefilter("error", DuplicateCellId)
+        nbformat.validate(copy.deepcopy(raw), version=version[0], version_minor=version[1])
+    if version >= (4, 5):
+        ids = [c.get("id") for c in raw["cells"]]
+        assert all(ids) and len(set(ids)) == len(ids), f"cell ids missing or repeated: {ids}"
+    else:
+        assert all("id" not in c for c in raw["cells"]), f"cell ids in an nbformat {version} notebook"
+    return nbformat.reads(text, 4)
 
 
 def code_then_answer(code: str, answer: str = "done") -> Any:

@@ -6,11 +6,10 @@ import re
 import shutil
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from agentstack_lab.demo import cell_text, run_quickstart
-from tests.notebook_helpers import node_summary, widget_models
+from tests.notebook_helpers import node_summary, valid_notebook, widget_models
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -24,7 +23,7 @@ def _outputs(nb, tag):
 def test_quickstart_runs_headless_with_final_widget_state(workdir):
     shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", workdir)
     nb = run_quickstart(workdir / "quickstart.ipynb")  # what `make demo` runs
-    saved = nbformat.read(workdir / "quickstart.executed.ipynb", as_version=4)
+    saved = valid_notebook(workdir / "quickstart.executed.ipynb")  # what `make demo` writes validates
     assert cell_text(saved, "agent-tree") == cell_text(nb, "agent-tree")
     assert cell_text(nb, "agent-tree").startswith("✓ researcher [completed] How are sales trending in `df`?")
 

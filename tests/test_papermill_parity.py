@@ -5,20 +5,25 @@ Each case runs the same command line through papermill's CLI and ours, on real k
 the same exit class (0, or an error), the same injected cell (so the same typed values), an output
 that validates with ``nbformat.validate``, papermill's notebook and cell metadata present with the
 same keys and cell statuses, and the same error-marker cells. ``test_parity_table`` prints the table
-(case → papermill → ours) with ``-s``; ``test_papermill_engine`` runs ``papermill --engine agentstack``.
+(case → papermill's exit code, injected cell, validity → ours) with ``-s``, and writes it to the file
+named by ``PARITY_TABLE`` when set; ``test_papermill_engine`` runs ``papermill --engine agentstack``.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import pytest
 from click.testing import CliRunner
+
+from tests.notebook_helpers import valid_notebook
 
 pytestmark = pytest.mark.slow
 DATA = Path(__file__).parent / "data" / "papermill"
@@ -75,7 +80,27 @@ def _statuses(nb) -> list[str | None]:
     return [c.metadata.get("papermill", {}).get("status") for c in nb.cells]
 
 
-_RESULTS: dict[str, tuple[int, int, str]] = {}
+PARAMETER_FLAGS = {"-p", "-y", "-b", "-r", "-f", "--inject-paths"}
+
+
+@dataclass
+class Side:
+    """One side of a case: its exit code, its injected cell, and whether its output validates as written."""
+
+    code: int
+    injected: str | None
+    valid: str  # "valid", or the first line of why not
+
+
+_RESULTS: dict[str, tuple[Side, Side, bool]] = {}   # case → papermill, ours, parameters given
+
+
+def _validity(path: Path) -> str:
+    try:
+        valid_notebook(path)
+    except Exception as exc:  # the schema's or valid_notebook's own complaint, kept for the table
+        return "invalid: " + (str(exc).splitlines() or [type(exc).__name__])[0]
+    return "valid"
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -90,9 +115,11 @@ def test_parity_with_papermill(case, workdir, monkeypatch):
     theirs_code, ours_code = codes["theirs"], codes["ours"]
     theirs = nbformat.read(workdir / "theirs" / "out.ipynb", 4)
     ours = nbformat.read(workdir / "ours" / "out.ipynb", 4)
-    _RESULTS[case] = (theirs_code, ours_code, _injected(ours) or "")
+    _RESULTS[case] = (Side(theirs_code, _injected(theirs), _validity(workdir / "theirs" / "out.ipynb")),
+                      Side(ours_code, _injected(ours), _validity(workdir / "ours" / "out.ipynb")),
+                      bool(PARAMETER_FLAGS & set(args)))
     assert (theirs_code == 0) == (ours_code == 0), (theirs_code, ours_code)
-    nbformat.validate(ours)
+    assert _RESULTS[case][1].valid == "valid"   # as written, against its own version's schema
     assert _injected(ours) == _injected(theirs)
     assert ours.metadata.papermill.keys() == theirs.metadata.papermill.keys()
     assert ours.metadata.papermill["parameters"] == theirs.metadata.papermill["parameters"]
@@ -108,14 +135,34 @@ def test_parity_with_papermill(case, workdir, monkeypatch):
         assert hidden == [c.metadata.get("jupyter", {}).get("source_hidden") for c in theirs.cells]
 
 
+def parity_table(results: dict[str, tuple[Side, Side, bool]]) -> str:
+    """Markdown: case → papermill (exit code, injected cell, valid) → ours (the same, injected compared to papermill's).
+
+    papermill's injected cell is ok when it is there exactly when the command line gives parameters;
+    ours is ok when it is papermill's, character for character.
+    """
+    def cell(side: Side, ok: bool) -> str:
+        injected = "none" if side.injected is None else "injected"
+        return f"exit {side.code}, {injected} {'ok' if ok else 'WRONG'}, {side.valid}"
+
+    lines = ["| case | papermill (exit, injected cell, valid) | agentstack-lab (exit, injected cell, valid) |",
+             "| --- | --- | --- |"]
+    for case, (theirs, ours, given) in results.items():
+        lines.append(f"| {case} | {cell(theirs, (theirs.injected is not None) == given)} | "
+                     f"{cell(ours, ours.injected == theirs.injected)} |")
+    return "\n".join(lines) + "\n"
+
+
 def test_parity_table():
-    """The table of the closing note (print with -s): case → papermill's exit code → ours."""
+    """The table of the closing note (printed with -s; written to the file $PARITY_TABLE names, if set)."""
     if not _RESULTS:
         pytest.skip("the parity cases did not run in this session")
-    print("\n| case | papermill | agentstack-lab |\n| --- | --- | --- |")
-    for case, (theirs, ours, _) in _RESULTS.items():
-        print(f"| {case} | {theirs} | {ours} |")
-    assert all((t == 0) == (o == 0) for t, o, _ in _RESULTS.values())
+    table = parity_table(_RESULTS)
+    print("\n" + table)
+    if os.environ.get("PARITY_TABLE"):
+        Path(os.environ["PARITY_TABLE"]).write_text(table, encoding="utf-8")
+    assert all((t.code == 0) == (o.code == 0) and o.injected == t.injected and o.valid == "valid"
+               for t, o, _ in _RESULTS.values()), table
 
 
 def test_papermill_engine(workdir):
@@ -137,15 +184,14 @@ def test_papermill_engine(workdir):
     ok = papermill("in.ipynb", "out.ipynb", "-p", "msg", "hello", "--log-output")
     assert ok.returncode == 0, ok.stderr
     assert "hello" in ok.stderr  # --log-output, through papermill's logger
-    out = nbformat.read(workdir / "out.ipynb", 4)
-    nbformat.validate(out)
+    out = valid_notebook(workdir / "out.ipynb")
     assert _injected(out) == '# Parameters\nmsg = "hello"\n'
     assert out.cells[2].outputs[0]["text"] == "hello\n" and out.metadata.papermill["exception"] is None
     assert "language_info" in out.metadata and out.cells[2].metadata.papermill["status"] == "completed"
 
     fails = papermill("fails.ipynb", "fails.out.ipynb")
     assert fails.returncode == 1 and "PapermillExecutionError" in fails.stderr
-    assert _markers(nbformat.read(workdir / "fails.out.ipynb", 4)) == [0, 2]  # top, and before sys.exit(1)
+    assert _markers(valid_notebook(workdir / "fails.out.ipynb")) == [0, 2]  # top, and before sys.exit(1)
 
     dies = papermill("dies.ipynb", "dies.out.ipynb")
     assert dies.returncode == 138, dies.stderr  # papermill's code for a dead kernel
@@ -153,6 +199,6 @@ def test_papermill_engine(workdir):
 
     slow = papermill("slow.ipynb", "slow.out.ipynb", "--execution-timeout", "1")
     assert slow.returncode == 1, slow.stderr
-    timed_out = nbformat.read(workdir / "slow.out.ipynb", 4)  # saved, with why the cell stopped
+    timed_out = valid_notebook(workdir / "slow.out.ipynb")  # saved, with why the cell stopped
     assert timed_out.cells[-1].outputs[-1]["ename"] == "CellTimeoutError"
     assert "exceeded the per-cell timeout of 1s" in timed_out.cells[-1].outputs[-1]["evalue"]

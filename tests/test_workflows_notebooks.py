@@ -17,6 +17,7 @@ import pytest
 
 from agentstack_lab.workflows.execute import run_notebook
 from agentstack_lab.workflows.schema import validate_report
+from tests.notebook_helpers import valid_notebook
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def test_injected_values_arrive_typed_in_the_kernel(workdir):
     assert proc.returncode == 0, proc.stderr
     assert "warning: parameter 'extra' is not declared" in proc.stderr
     assert "[IPKernelApp]" not in proc.stderr  # the kernel process's own notices go to its log, not to us
-    out = nbformat.read(workdir / "out.ipynb", 4)
+    out = valid_notebook(workdir / "out.ipynb")
     assert "ok 42 2.5 True 007" in _outputs(out)
     assert out.cells[1].metadata.tags == ["injected-parameters"]
     assert out.metadata.papermill["parameters"]["s"] == "007"
@@ -82,7 +83,7 @@ def test_papermill_notebook_runs_unchanged_and_matches_papermill(workdir):
     ours = asyncio.run(run_notebook(nb, parameters={"radius": 2, "label": "two"}, output=workdir / "ours.ipynb"))
     assert ours.exit_code == 0, ours.message
     theirs_nb = nbformat.read(workdir / "theirs.ipynb", 4)
-    ours_nb = nbformat.read(workdir / "ours.ipynb", 4)
+    ours_nb = valid_notebook(workdir / "ours.ipynb")
     assert _outputs(ours_nb) == _outputs(theirs_nb) == "{'area': 12.566, 'label': 'TWO'}\n"
     tags = lambda nb: [c.metadata.get("tags", []) for c in nb.cells]  # noqa: E731
     assert tags(ours_nb) == tags(theirs_nb)
@@ -101,8 +102,7 @@ def test_killed_kernel_is_an_error_naming_the_cell_with_partial_notebook(workdir
     proc = cli("run", str(nb), "-o", "partial.ipynb", "--report", "r.json", "--timeout", "90", cwd=workdir)
     assert proc.returncode == 2, proc.stderr
     assert "kernel died while running cell 2" in proc.stderr and "import os, signal" in proc.stderr
-    partial = nbformat.read(workdir / "partial.ipynb", 4)
-    nbformat.validate(partial)
+    partial = valid_notebook(workdir / "partial.ipynb")
     markers, cells = _split_markers(partial)
     assert [i for i, c in enumerate(partial.cells) if c in markers] == [0, 2]  # papermill's: top, before the cell
     assert cells[0].outputs[0]["text"] == "before\n" and cells[2].outputs == []
@@ -132,7 +132,7 @@ def test_failed_assert_is_fail_a_crash_is_error_and_bad_input_errors(workdir):
     proc = cli("run", str(crash), "-o", "crash-out.ipynb", "--report", "crash.json", cwd=workdir)
     assert proc.returncode == 2, proc.stderr
     assert "cell 2" in proc.stderr and "NameError" in proc.stderr and "could not run" in proc.stderr
-    partial = nbformat.read(workdir / "crash-out.ipynb", 4)
+    partial = valid_notebook(workdir / "crash-out.ipynb")
     markers, cells = _split_markers(partial)
     assert len(markers) == 2 and cells[0].outputs[0]["text"] == "ran\n" and cells[2].outputs == []
     assert partial.metadata.papermill["exception"] is True

@@ -4,7 +4,10 @@ Each test runs the command as a user does (a subprocess through the root command
 wrote with nbformat: the positional IN OUT form, ``-`` for stdin and stdout, ``-y``/``-b``/``-f``/
 ``-p``/``-r`` merged in papermill's order, ``--prepare-only``, ``--report-mode``, ``--inject-paths``,
 ``--log-output`` and the stream files, ``--help-notebook``, ``--version``, a clean ``sys.exit()``,
-and parameters rendered for an R kernel.
+and parameters rendered for an R kernel. Every notebook the command writes validates, byte for byte as
+written (``valid_notebook``): from nbformat 4.2/4.4 inputs without cell ids, with parameters injected
+or not, error markers, failed, timed-out, killed and never-started runs, report mode, ``--prepare-only``,
+stdin to stdout, rich outputs, an nbformat 3 input and ``--batch``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
+from tests.notebook_helpers import valid_notebook
 
 pytestmark = pytest.mark.slow
 
@@ -51,8 +56,7 @@ def test_in_out_positional_form_writes_out_and_typed_values_follow_papermill(wor
     proc = run("in.ipynb", "out.ipynb", "-b", b64, "-f", "p.yaml", "-y", "{items: [1, 2], flag: true}",
                "-p", "x", "[1, 2]", "-p", "name", "nan", "-r", "name", "raw", cwd=workdir)
     assert proc.returncode == 0, proc.stderr
-    out = nbformat.read(workdir / "out.ipynb", 4)
-    nbformat.validate(out)
+    out = valid_notebook(workdir / "out.ipynb")
     # -p "[1, 2]" is a string, as papermill; -r wins last; -y keeps YAML's typing
     assert _text(out) == "'[1, 2]' 'raw' [1, 2] True\n"
     assert out.metadata.papermill["parameters"] == {"x": "[1, 2]", "name": "raw", "items": [1, 2], "flag": True}
@@ -74,8 +78,7 @@ def test_dash_reads_stdin_and_writes_stdout_with_status_on_stderr(workdir):
     _nb(workdir / "in.ipynb", ["print(x * 2)"])
     proc = run("-", "-", "-p", "x", "21", cwd=workdir, stdin=(workdir / "in.ipynb").read_text())
     assert proc.returncode == 0, proc.stderr
-    out = nbformat.reads(proc.stdout, 4)  # stdout holds the notebook and nothing else
-    nbformat.validate(out)
+    out = valid_notebook(proc.stdout)  # stdout holds the notebook and nothing else
     assert _text(out) == "42\n" and "PASS" in proc.stderr
     empty = run("-", "out.ipynb", cwd=workdir, stdin="")
     assert empty.returncode == 2 and "error: '-': nothing on stdin" in empty.stderr
@@ -89,8 +92,7 @@ def test_sys_exit_zero_stops_cleanly_and_sys_exit_one_is_an_error(workdir):
         _nb(workdir / "x.ipynb", ["import sys\nprint('before')", code, "print('after')"], params=None)
         proc = run("x.ipynb", "x.out.ipynb", cwd=workdir)
         assert proc.returncode == expected, (code, proc.stderr)
-        out = nbformat.read(workdir / "x.out.ipynb", 4)
-        nbformat.validate(out)
+        out = valid_notebook(workdir / "x.out.ipynb")
         assert "after" not in _text(out) and "before" in _text(out)
         if expected == 0:
             assert "stopped cleanly by SystemExit in cell 2" in proc.stderr, proc.stderr
@@ -101,14 +103,13 @@ def test_prepare_only_report_mode_and_injected_paths(workdir):
     proc = run("in.ipynb", "out.ipynb", "--prepare-only", "--inject-paths", "-p", "x", "2", cwd=workdir)
     assert proc.returncode == 0, proc.stderr
     assert "prepared, not executed" in proc.stderr and "not declared" not in proc.stderr
-    out = nbformat.read(workdir / "out.ipynb", 4)
-    nbformat.validate(out)
+    out = valid_notebook(workdir / "out.ipynb")
     assert out.cells[1].source == ('# Parameters\nPAPERMILL_INPUT_PATH = "in.ipynb"\n'
                                    'PAPERMILL_OUTPUT_PATH = "out.ipynb"\nx = 2\n')
     assert all(c.get("outputs") == [] for c in out.cells)  # nothing ran
     proc = run("in.ipynb", "rep.ipynb", "--report-mode", "--inject-output-path", cwd=workdir)
     assert proc.returncode == 0, proc.stderr
-    rep = nbformat.read(workdir / "rep.ipynb", 4)
+    rep = valid_notebook(workdir / "rep.ipynb")
     assert all(c.metadata["jupyter"]["source_hidden"] for c in rep.cells if c.cell_type == "code")
     assert _text(rep) == "rep.ipynb\n"
 
@@ -158,7 +159,7 @@ def test_parameters_are_rendered_in_the_kernels_language(workdir):
     proc = run("r.ipynb", "r.out.ipynb", "--prepare-only", "-y", "{x: 2, ok: true, none: null, v: [1, a]}",
                cwd=workdir)
     assert proc.returncode == 0, proc.stderr
-    out = nbformat.read(workdir / "r.out.ipynb", 4)
+    out = valid_notebook(workdir / "r.out.ipynb")
     assert out.cells[1].source == '# Parameters\nx = 2\nok = TRUE\nnone = NULL\nv = list(1, "a")\n'
     unknown = run("r.ipynb", "u.ipynb", "--prepare-only", "-l", "cobol", "-k", "cobol-kernel", "-p", "x", "1",
                   cwd=workdir)
@@ -174,6 +175,97 @@ def test_an_older_notebook_is_upgraded_to_validate(workdir):
     (workdir / "old.ipynb").write_text(json.dumps(nb))
     proc = run("old.ipynb", "new.ipynb", "-p", "x", "1", cwd=workdir)
     assert proc.returncode == 0, proc.stderr
-    out = nbformat.read(workdir / "new.ipynb", 4)
-    nbformat.validate(out)
-    assert out.nbformat_minor >= 5 and all("id" in c for c in out.cells)
+    out = valid_notebook(workdir / "new.ipynb")
+    assert out.nbformat_minor == 5
+
+
+def _old(path: Path, minor: int, sources: list[str], params: str | None = "x = 1") -> Path:
+    """A notebook as an nbformat 4.``minor`` writer left it: no cell ids, sources as line lists, stale outputs."""
+    cells: list[dict] = [{"cell_type": "markdown", "metadata": {}, "source": ["# An old notebook\n", "no cell ids"]}]
+    if params is not None:
+        cells.append({"cell_type": "code", "execution_count": 1, "metadata": {"tags": ["parameters"]},
+                      "outputs": [], "source": params.splitlines(keepends=True)})
+    for i, source in enumerate(sources, start=2):
+        cells.append({"cell_type": "code", "execution_count": i, "metadata": {"collapsed": False},
+                      "outputs": [{"name": "stdout", "output_type": "stream", "text": ["stale output\n"]}],
+                      "source": source.splitlines(keepends=True)})
+    cells.append({"cell_type": "raw", "metadata": {}, "source": "raw text"})
+    nb = {"cells": cells, "nbformat": 4, "nbformat_minor": minor, "metadata": {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"}}}
+    valid_notebook(json.dumps(nb))  # a valid 4.minor notebook to start from
+    path.write_text(json.dumps(nb, indent=1))
+    return path
+
+
+RICH = ("from IPython.display import HTML, clear_output, display\nh = display(HTML('<b>a</b>'), display_id=True)\n"
+        "h.update(HTML('<i>b</i>'))\nimport sys\nprint('to err', file=sys.stderr)\nprint('gone')\n"
+        "clear_output(wait=True)\nprint('kept')")
+# case: (input minor, cells, command line after IN, exit code, what the written notebook shows)
+WRITTEN = {
+    "4.2, parameters injected": (2, ["print(x)"], ["out.ipynb", "-p", "x", "5"], 0, "5\n"),
+    "4.4, nothing injected": (4, ["print(x)"], ["out.ipynb"], 0, "1\n"),
+    "4.2, failed check (FAIL)": (2, ["assert x == 2, 'x is not 2'", "print('never')"], ["out.ipynb", "-p", "x", "3"],
+                                 1, "markers"),
+    "4.4, crash with error markers": (4, ["print('ran')", "undefined_name", "print('never')"], ["out.ipynb"], 2,
+                                      "markers"),
+    "4.2, cell timed out": (2, ["import time\ntime.sleep(60)"], ["out.ipynb", "--cell-timeout", "1"], 2,
+                            "CellTimeoutError"),
+    "4.2, run timed out": (2, ["import time\ntime.sleep(60)"], ["out.ipynb", "--timeout", "8"], 2, "CellTimeoutError"),
+    "4.2, kernel killed": (2, ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"], ["out.ipynb"], 2,
+                           "DeadKernelError"),
+    "4.2, no such kernel": (2, ["print(x)"], ["out.ipynb", "-k", "no-such-kernel", "-p", "x", "2"], 2, ""),
+    "4.2, report mode": (2, ["print(x)"], ["out.ipynb", "--report-mode", "-p", "x", "4"], 0, "4\n"),
+    "4.2, --prepare-only": (2, ["print(x)"], ["out.ipynb", "--prepare-only", "-p", "x", "6"], 0, ""),
+    "4.2, stdin to stdout": (2, ["print(x)"], ["-", "-p", "x", "7"], 0, "7\n"),
+    "4.4, rich outputs": (4, [RICH, "40 + 2"], ["out.ipynb"], 0, "kept\n"),
+    "4.4, not injected (no translator)": (4, ["print(x)"], ["out.ipynb", "--prepare-only", "-k", "cobol", "-l", "cobol",
+                                                            "-p", "x", "1"], 2, ""),
+}
+
+
+@pytest.mark.parametrize("case", WRITTEN)
+def test_every_notebook_written_validates(case, workdir):
+    minor, sources, args, code, shows = WRITTEN[case]
+    src = _old(workdir / "in.ipynb", minor, sources)
+    stdin = src.read_text() if args[0] == "-" else None
+    proc = run("-" if stdin else "in.ipynb", *args, cwd=workdir, stdin=stdin)
+    assert proc.returncode == code, proc.stderr
+    out = valid_notebook(proc.stdout if stdin else workdir / "out.ipynb")
+    injected = [c for c in out.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == ("-p" in args and "cobol" not in args)
+    # read for a run, an older notebook is upgraded to 4.5 (cell ids), as papermill's load does; one that
+    # could not be parameterised is written back as it was read, with its own version
+    assert out.nbformat_minor == (minor if "cobol" in args else 5)
+    code_cells = [c for c in out.cells if c.cell_type == "code"]
+    if shows == "markers":  # papermill's two marker cells: at the top, and before the failing cell
+        marked = [i for i, c in enumerate(out.cells) if "papermill-error-cell-tag" in c.metadata.get("tags", [])]
+        assert len(marked) == 2 and marked[0] == 0 and "stale output" not in str(out.cells[-2].outputs)
+    elif shows.endswith("Error"):
+        assert code_cells[-1].outputs[-1]["ename"] == shows
+    elif shows:
+        assert "".join(o.get("text", "") for c in code_cells for o in c.outputs) == shows
+    if "--report-mode" in args:
+        assert all(c.metadata["jupyter"]["source_hidden"] for c in code_cells)
+    if "--prepare-only" in args:  # nothing ran: no cell has an output of this run
+        assert {o.get("text") for c in code_cells for o in c.outputs} <= {"stale output\n"}
+
+
+def test_nbformat_3_and_batch_outputs_validate(workdir):
+    v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": "", "kernelspec": {
+        "name": "python3", "display_name": "Python 3", "language": "python"}}, "worksheets": [{"metadata": {}, "cells": [
+            {"cell_type": "code", "input": "x = 1", "language": "python", "metadata": {"tags": ["parameters"]},
+             "outputs": [], "prompt_number": 1},
+            {"cell_type": "code", "input": "print(x)", "language": "python", "metadata": {}, "outputs": [],
+             "prompt_number": 2}]}]}
+    (workdir / "v3.ipynb").write_text(json.dumps(v3))
+    _old(workdir / "v42.ipynb", 2, ["print(x)"])
+    proc = run("v3.ipynb", "out.ipynb", "-p", "x", "8", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    out = valid_notebook(workdir / "out.ipynb")
+    assert (out.nbformat, out.nbformat_minor) == (4, 5) and out.cells[-1].outputs[0]["text"] == "8\n"
+    proc = run("v3.ipynb", "v42.ipynb", "--batch", "-o", "runs", "-p", "x", "9", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("v3.ipynb", "v42.ipynb"):
+        out = valid_notebook(workdir / "runs" / name)
+        assert "9\n" in [o.get("text") for c in out.cells if c.cell_type == "code" for o in c.outputs]
