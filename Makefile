@@ -18,7 +18,7 @@ VENV_VERSION := $(if $(wildcard $(BIN)/python),$(call VERSION_OF,$(BIN)/python))
 OTHER_PYTHON := $(and $(VENV_VERSION),$(filter-out $(PY_VERSION),$(VENV_VERSION)))
 STAMP := $(INSTALLED)$(if $(OTHER_PYTHON),-made-by-python-$(OTHER_PYTHON))
 
-.PHONY: demo test test-fast lint docs bench clean browser labext lab jupyter-ai
+.PHONY: demo test test-fast lint docs bench clean browser labext lab jupyter-ai mcp-inspector
 
 $(STAMP): pyproject.toml
 	$(if $(OTHER_PYTHON),rm -rf $(VENV)  # made by Python $(OTHER_PYTHON); $(PY) is $(PY_VERSION))
@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m agentstack_lab.demo
 
-test: $(STAMP) browser labext jupyter-ai
+test: $(STAMP) browser labext jupyter-ai mcp-inspector
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # The quick lane: everything not marked slow (no kernels, subprocesses, browser or clusters).
@@ -76,6 +76,21 @@ browser:
 	  echo "installing Debian prometheus (promtool) for the metrics test (apt-get, ~10 s)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	else echo "note: promtool missing and apt-get needs root: its metrics check will be skipped"; fi
+
+# The MCP Inspector CLI (npm @modelcontextprotocol/inspector, pinned by its package-lock.json) for
+# tests/test_mcp_inspector.py. Installed again when the lock changes. Needs Node: installed with Debian's
+# nodejs as root where it is missing; elsewhere that test skips, saying why.
+INSPECTOR_DIR := tests/tools/mcp-inspector
+
+mcp-inspector: $(INSPECTOR_DIR)/node_modules/.package-lock.json
+
+$(INSPECTOR_DIR)/node_modules/.package-lock.json: $(INSPECTOR_DIR)/package.json $(INSPECTOR_DIR)/package-lock.json
+	@if ! command -v npm >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian nodejs for the MCP Inspector (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	  else echo "note: npm missing and apt-get needs root: the MCP Inspector test will be skipped"; exit 0; fi; fi; \
+	cd $(INSPECTOR_DIR) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.package-lock.json
 
 # The JupyterLab extension, from a clean clone: npm packages from the npm registry (package-lock.json),
 # built with @jupyter/builder into labextension/dist (committed, shipped in the wheel). Needs Node >= 18:
@@ -118,4 +133,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py --sizes 10000,100000
 
 clean:
-	rm -rf $(VENV) $(JAI_VENV) .agentstack
+	rm -rf $(VENV) $(JAI_VENV) .agentstack $(INSPECTOR_DIR)/node_modules
