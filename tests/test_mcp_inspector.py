@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from test_mcp import _command
 
 pytestmark = pytest.mark.slow

@@ -134,7 +134,7 @@ async def test_a_handler_bug_is_internal_error_with_the_traceback_in_the_log(tmp
     from agentstack_lab.workspace import Workspace
 
     class Ctx:
-        method, params = "prompts/get", {"name": "recall", "arguments": {"topic": "the kubernetes layer"}}
+        request_id, method, params = 7, "prompts/get", {"name": "recall", "arguments": {"topic": "the kubernetes layer"}}
 
     async def buggy(ctx):
         raise RuntimeError(f"render failed for {ctx.params['arguments']['topic']}")

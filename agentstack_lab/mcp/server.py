@@ -122,6 +122,8 @@ def _server_class() -> type:
 
         async def _protocol_errors(self, ctx: Any, call_next: Any) -> Any:
             """Refuse cursors; turn a handler's unexpected exception into -32603 with its traceback logged."""
+            if ctx.request_id is None:  # a notification: nothing to answer
+                return await call_next(ctx)
             params = ctx.params or {}
             if ctx.method in PAGINATED and params.get("cursor") is not None \
                     and self._lowlevel_server.get_request_handler(ctx.method) is not None:
