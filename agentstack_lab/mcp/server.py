@@ -7,6 +7,12 @@ it is logged with its traceback (stderr, the MCP host's server log) and the clie
 ``internal error (see server log)``, so neither a stack nor an exception's text (which may quote
 arguments, such as a session token) reaches the model. Runs still going when the client
 disconnects are stopped (and their event logs flushed) before the process exits.
+
+Protocol errors follow the MCP 2025-11-25 spec: an unknown tool or prompt, a prompt's missing argument, and
+any pagination cursor (every list is one page, so no cursor is ever valid) are JSON-RPC ``-32602`` errors
+with one line; a bug in any handler is ``-32603`` with the same ``internal error (see server log)``. The
+capabilities ``initialize`` advertises are the methods served: tools and prompts, no resources, and
+``listChanged: false`` (the lists never change while the server runs).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.events import camel_keys
+from agentstack_lab.mcp.prompts import PROMPTS
 from agentstack_lab.mcp.tools import TOOL_NAMES, Toolbox
 from agentstack_lab.mcp.tools_review import REVIEW_TOOL_NAMES, ReviewTools
 from agentstack_lab.mcp.tools_tasks import TASK_TOOL_NAMES, TaskTools
@@ -83,16 +90,56 @@ def _validation_text(exc: Any) -> str:
     return "; ".join(dict.fromkeys(parts))
 
 
+# The list methods the spec paginates. The server returns each list whole and never issues a nextCursor.
+PAGINATED = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
+# What MCPServer serves though this server has none: dropped, so `initialize` does not advertise resources
+# and a client asking gets JSON-RPC's "Method not found".
+UNSERVED = ("resources/list", "resources/templates/list", "resources/read")
+
+
 @functools.cache
 def _server_class() -> type:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import INTERNAL_ERROR as INTERNAL_CODE
+    from mcp.types import INVALID_PARAMS
     from pydantic import ValidationError
 
     class AgentstackServer(MCPServer):
-        """``MCPServer`` whose argument errors read ``invalid arguments for X: field: problem``."""
+        """``MCPServer`` with the spec's protocol errors and capabilities that name only what it serves.
+
+        Argument errors of a known tool stay tool results (the spec's tool execution errors, which the model
+        can correct) and read ``invalid arguments for X: field: problem``.
+        """
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(subscriptions=False, **kwargs)  # no subscriptions/listen: nothing ever changes
+            handlers = self._lowlevel_server._request_handlers  # no public way to unregister; capabilities
+            for method in UNSERVED:  # are derived from this table, so they follow
+                handlers.pop(method, None)
+            self.middleware.append(self._protocol_errors)
+
+        async def _protocol_errors(self, ctx: Any, call_next: Any) -> Any:
+            """Refuse cursors; turn a handler's unexpected exception into -32603 with its traceback logged."""
+            if ctx.request_id is None:  # a notification: nothing to answer
+                return await call_next(ctx)
+            params = ctx.params or {}
+            if ctx.method in PAGINATED and params.get("cursor") is not None \
+                    and self._lowlevel_server.get_request_handler(ctx.method) is not None:
+                raise MCPError(INVALID_PARAMS, f"invalid cursor for {ctx.method}: this server returns the whole "
+                                               "list in one page and issues no cursors")
+            try:
+                return await call_next(ctx)
+            except (MCPError, ValidationError):
+                raise
+            except Exception:
+                log.exception("MCP request %s failed with an unexpected error (a bug)", ctx.method)
+                raise MCPError(INTERNAL_CODE, INTERNAL_ERROR) from None
 
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            if self._tool_manager.get_tool(name) is None:
+                raise MCPError(INVALID_PARAMS, f"unknown tool {name!r}")
             try:
                 return await super().call_tool(name, arguments, context)
             except UnexpectedToolError:
@@ -101,6 +148,19 @@ def _server_class() -> type:
                 if isinstance(exc.__cause__, ValidationError):
                     raise ToolError(f"invalid arguments for {name}: {_validation_text(exc.__cause__)}") from None
                 raise
+
+        async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+            prompt = self._prompt_manager.get_prompt(name)
+            if prompt is None:
+                raise MCPError(INVALID_PARAMS, f"unknown prompt {name!r}")
+            arguments = arguments or {}
+            declared = [arg.name for arg in prompt.arguments or ()]
+            problems = [f"{arg.name}: required" for arg in prompt.arguments or ()
+                        if arg.required and not str(arguments.get(arg.name) or "").strip()]
+            problems += [f"{extra}: not an argument of this prompt" for extra in arguments if extra not in declared]
+            if problems:
+                raise MCPError(INVALID_PARAMS, f"invalid arguments for prompt {name}: {'; '.join(problems)}")
+            return await super().get_prompt(name, arguments, context)
 
     return AgentstackServer
 
@@ -133,6 +193,8 @@ def build_server(workspace: Workspace) -> Any:
         server.add_tool(_guard(name, getattr(task_tools, name)), name=name)
     for name in REVIEW_TOOL_NAMES:
         server.add_tool(_guard(name, getattr(review_tools, name)), name=name)
+    for prompt in PROMPTS:
+        server.prompt()(prompt)
     server.toolbox = toolbox
     return server
 
