@@ -126,6 +126,10 @@ def dry_run(namespace: dict[str, Any], code: str, *, limits: DryRunLimits | None
                 os.close(read_end)
                 _child(namespace, code, write_end, scratch, cwd, limits, shell, secrets)
                 code_ = 0
+            except BaseException as exc:  # noqa: BLE001 - said in the report, never raised into the kernel's copy
+                with contextlib.suppress(BaseException):
+                    failed = {"error": f"the sandbox failed: {type(exc).__name__}: {exc}"[:2000]}
+                    os.write(write_end, _MAGIC + json.dumps(failed).encode())
             finally:
                 os._exit(code_)
         os.close(write_end)
@@ -265,7 +269,7 @@ def _child(ns: dict[str, Any], code: str, pipe: int, scratch: str, cwd: str, lim
     os.environ["TMPDIR"] = scratch
     tempfile.tempdir = scratch
     calls = _Calls()
-    calls.install(scratch)
+    calls.install(ns)
     stdout, stderr = _Bounded(), _Bounded()
     sys.stdout, sys.stderr = stdout, stderr  # type: ignore[assignment]
     sys.__stdout__, sys.__stderr__ = stdout, stderr  # type: ignore[misc]
@@ -277,6 +281,7 @@ def _child(ns: dict[str, Any], code: str, pipe: int, scratch: str, cwd: str, lim
     for name, fn in (("fork", _unavailable), ("wait", _unavailable)):
         ns[name] = fn
     prot["rlimits"] = _rlimits(limits, seccomp_active=prot["seccomp"].startswith("active"))
+    saved_builtins = dict(vars(builtins))
     calls.on = True
     try:
         tree = ast.parse(code, _FILENAME, "exec")
@@ -295,6 +300,7 @@ def _child(ns: dict[str, Any], code: str, pipe: int, scratch: str, cwd: str, lim
             calls.refuse("(uncaught)", getattr(exc, "filename", None) or "", exc)
     finally:
         calls.on = False
+        vars(builtins).update(saved_builtins)  # the report below needs the real len, str, … whatever the code replaced
     for name in ("fork", "wait"):
         ns.pop(name, None)
     changes = journal.finish(pending, ns, secrets=secrets)
@@ -600,7 +606,8 @@ class _Calls:
         self._busy = False
         self._skip: tuple[str, ...] = ()
 
-    def install(self, scratch: str) -> None:
+    def install(self, ns: dict[str, Any]) -> None:
+        """Hook this process (the child's copy), and the namespace's own ``open`` (IPython puts one there)."""
         self._skip = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, "/dev/", "/proc/", "/sys/"})
         sys.addaudithook(self._audit)
         import socket
@@ -613,6 +620,8 @@ class _Calls:
             original = getattr(owner, name, None)
             if original is not None:
                 setattr(owner, name, self._watch(original, f"{getattr(owner, '__name__', owner)}.{name}"))
+        if callable(ns.get("open")):
+            ns["open"] = self._watch(ns["open"], "open")
         with contextlib.suppress(ImportError):
             import _posixsubprocess  # subprocess.Popen's fork and exec
 
