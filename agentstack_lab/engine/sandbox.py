@@ -35,6 +35,7 @@ import builtins
 import contextlib
 import ctypes
 import errno
+import functools
 import io
 import json
 import os
@@ -49,7 +50,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from agentstack_lab.engine.capture import mentioned_names
 from agentstack_lab.engine.provenance import Journal, Pending, summarise
@@ -184,8 +185,8 @@ def _result(data: bytes, status: int, timed_out: bool, limits: DryRunLimits) -> 
     at = data.rfind(_MAGIC)
     if at >= 0:
         with contextlib.suppress(ValueError):
-            loaded = json.loads(data[at + len(_MAGIC):].decode("utf-8", "replace"))
-            report = loaded if isinstance(loaded, dict) else {}
+            loaded: Any = json.loads(data[at + len(_MAGIC):].decode("utf-8", "replace"))
+            report = cast("dict[str, Any]", loaded) if isinstance(loaded, dict) else {}
     res = DryRunResult(**{k: v for k, v in report.items() if k in DryRunResult.__dataclass_fields__})
     if timed_out:
         res.ended = "timeout"
@@ -281,13 +282,16 @@ def _child(ns: dict[str, Any], code: str, pipe: int, scratch: str, cwd: str, lim
     for name, fn in (("fork", _unavailable), ("wait", _unavailable)):
         ns[name] = fn
     prot["rlimits"] = _rlimits(limits, seccomp_active=prot["seccomp"].startswith("active"))
-    saved_builtins = dict(vars(builtins))
+    real_builtins: dict[str, Any] = builtins.__dict__
+    saved_builtins = dict(real_builtins)
     calls.on = True
     try:
         tree = ast.parse(code, _FILENAME, "exec")
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = compile(ast.Expression(tree.body.pop().value), _FILENAME, "eval")
+        tail = tree.body[-1] if tree.body else None
+        if isinstance(tail, ast.Expr):
+            tree.body.pop()
+            last = compile(ast.Expression(tail.value), _FILENAME, "eval")
         exec(compile(tree, _FILENAME, "exec"), ns)
         if last is not None:
             value = eval(last, ns)
@@ -300,7 +304,7 @@ def _child(ns: dict[str, Any], code: str, pipe: int, scratch: str, cwd: str, lim
             calls.refuse("(uncaught)", getattr(exc, "filename", None) or "", exc)
     finally:
         calls.on = False
-        vars(builtins).update(saved_builtins)  # the report below needs the real len, str, … whatever the code replaced
+        real_builtins.update(saved_builtins)  # the report below needs the real len, str, … whatever the code replaced
     for name in ("fork", "wait"):
         ns.pop(name, None)
     changes = journal.finish(pending, ns, secrets=secrets)
@@ -357,12 +361,16 @@ def _neutralise_shell(shell: Any, stdout: _Bounded) -> None:
             stdout.write(str((data or {}).get("text/plain", "[display]")) + "\n")
 
         pub.publish = publish
-        pub.clear_output = lambda *a, **k: None
+        pub.clear_output = _ignore
 
     def no_input(*args: Any, **kwargs: Any) -> str:
         raise EOFError("no input in a dry run")
 
     builtins.input = no_input
+
+
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    return None
 
 
 def _close_descriptors(keep: int) -> str:
@@ -383,14 +391,9 @@ def _close_descriptors(keep: int) -> str:
 
 
 # --- Linux protections through libc (Python 3.11 has no os.unshare) --------------------------------
-_LIBC: Any = None
-
-
+@functools.cache
 def _libc() -> Any:
-    global _LIBC  # noqa: PLW0603 - one handle per process, loaded on first use
-    if _LIBC is None:
-        _LIBC = ctypes.CDLL(None, use_errno=True)
-    return _LIBC
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _fail(what: str) -> str:
