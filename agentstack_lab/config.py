@@ -268,6 +268,16 @@ class EngineConfig(_Section):
     event_log_retry_s: float = Field(default=30.0, gt=0)
 
 
+class ApprovalConfig(_Section):
+    """How code approvals are decided (``engine/tools.py``).
+
+    ``dry_run``: before asking, run the code in a sandboxed fork of the live kernel
+    (``engine/sandbox.py``) and show what it would do on the approval card.
+    """
+
+    dry_run: bool = False
+
+
 class NotebookConfig(_Section):
     """The notebook surface (``notebook/cellruns.py``).
 
@@ -285,7 +295,8 @@ class Config(_Section):
     that sets an unknown key is told so instead of being silently ignored. ``drift`` and ``consensus``
     are read by ``tasks/`` and the engine's ``gate.py``; ``monitoring`` by ``monitoring/``; ``hooks``
     by ``hooks.py``; ``plugins.disabled`` by ``plugins.py`` and the workspace; ``engine.undo`` by the
-    live executor's journal (set by each run); ``notebook.rerun`` by the notebook surface.
+    live executor's journal (set by each run); ``notebook.rerun`` by the notebook surface; ``approval.dry_run``
+    by the python tool (through the live executor, set by each run).
     """
 
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
@@ -299,6 +310,7 @@ class Config(_Section):
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)
     notebook: NotebookConfig = Field(default_factory=NotebookConfig)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
 
     _source: Path | None = PrivateAttr(default=None)
     # the config file's own text of every value that came from ${VAR}, by path: shown instead of the value

@@ -233,6 +233,17 @@ class Decisions:
         self._wake(current.id)
         return self.get(current.id)
 
+    def annotate(self, id: str, **metadata: Any) -> Decision:  # noqa: A002
+        """Add ``metadata`` to a pending decision (a dry run's report for its card); closed ones refuse."""
+        current = self.get(id)
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT state, metadata FROM decisions WHERE id = ?", (current.id,)).fetchone()
+            if row is None or row[0] != "pending":
+                raise DecisionClosedError(self.get(current.id).closed_message())
+            merged = {**json.loads(row[1] or "{}"), **metadata}
+            conn.execute("UPDATE decisions SET metadata = ? WHERE id = ?", (json.dumps(merged, default=str), current.id))
+        return self.get(current.id)
+
     def approve(self, id: str, *, code: str | None = None, by: str | None = None,  # noqa: A002
                 surface: str = "python", **extra: Any) -> Decision:
         """Approve an approval (optionally with edited ``code``) or a consensus checkpoint."""

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from agentstack_lab.agents.identity import AgentIdentity
     from agentstack_lab.agents.registry import AgentRegistry
     from agentstack_lab.decisions.store import Decisions
+    from agentstack_lab.engine.sandbox import DryRunResult
     from agentstack_lab.workspace import Workspace
 
 __all__ = ["RunCore", "OpenQuery"]
@@ -101,6 +102,8 @@ class RunCore:
         journal = getattr(self.executor, "journal", None)
         if journal is not None:  # the live kernel's undo snapshots are bounded by the workspace's config
             journal.max_bytes = config.engine.undo.max_snapshot_bytes
+        if self.executor.supports_dry_run:  # approval cards show a dry run first (config approval.dry_run)
+            self.executor.dry_run_first = config.approval.dry_run
         self.session_id = session_id
         self.owns_session = False  # True once begin() started a session for this run: it ends with the run
         self.nodes: dict[str, AgentNode] = {}
@@ -355,6 +358,27 @@ class RunCore:
     def secrets(self) -> list[str]:
         """Secret values to hide from tool results: secret-looking env vars, configured API keys, the provider's."""
         return run_secrets(self.workspace, self.provider)
+
+    async def try_first(self, query_id: str) -> DryRunResult:
+        """"Try it first": dry-run a pending python approval's code, attach the report to its decision."""
+        entry = self.open_queries.get(query_id)
+        query, fut = (entry[0], entry[1]) if entry is not None else (None, None)
+        code = query.options.get("code") if query is not None and query.kind == "approval" else None
+        if query is None or not isinstance(code, str) or (fut is not None and fut.done()):
+            raise ValueError(f"no pending python approval {query_id} in run {self.run_id}")
+        hidden = self.secrets()
+        result = await self.executor.dry_run(code, secrets=hidden)
+        report = redact(result.to_dict(), hidden)
+        node = self.nodes.get(query.agent_id)
+        if node is not None:   # the tree shows it too
+            node.metadata.setdefault("dryRuns", {})[query_id] = report
+            self.emit_state(node)
+        if self.decision_store is not None:
+            from agentstack_lab.decisions import DecisionClosedError
+
+            with contextlib.suppress(DecisionClosedError):  # answered meanwhile: the report is still returned
+                self.decision_store.annotate(query_id, dryRun=report)
+        return result
 
     def memory(self, node: AgentNode) -> Any:
         """The workspace memory acting for this run's session and ``node``."""

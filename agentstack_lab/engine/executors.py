@@ -36,7 +36,7 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from agentstack_lab.engine.capture import (
     MAX_OUTPUT,
@@ -50,6 +50,9 @@ from agentstack_lab.engine.capture import (
 from agentstack_lab.engine.provenance import Journal
 from agentstack_lab.redaction import SECRET_HINTS, clip, redact, redact_cut, secret_values
 from agentstack_lab.validation import as_dict, seconds_text
+
+if TYPE_CHECKING:
+    from agentstack_lab.engine.sandbox import DryRunLimits, DryRunResult
 
 __all__ = ["ExecResult", "ExecContext", "Executor", "LiveKernelExecutor", "SubprocessExecutor",
            "CodeInterrupted", "make_executor", "secret_values", "redact"]
@@ -129,6 +132,8 @@ class Executor(abc.ABC):
 
     name = "executor"
     supports_fork = False
+    supports_dry_run = False
+    dry_run_first = False  # run a dry run before asking for approval (config ``approval.dry_run``)
 
     @abc.abstractmethod
     async def run(self, code: str, *, context: ExecContext | None = None) -> ExecResult:
@@ -137,6 +142,10 @@ class Executor(abc.ABC):
     def undo_plan(self, code: str) -> list[str]:
         """Names ``code`` mentions that are too big to snapshot (undo could not restore them): none here."""
         return []
+
+    async def dry_run(self, code: str, *, secrets: Sequence[str] = (), limits: DryRunLimits | None = None) -> DryRunResult:
+        """What ``code`` would do, found in a sandbox without changing anything (the live executor has one)."""
+        raise RuntimeError(f"the {self.name} executor has no dry run; it needs the live kernel executor")
 
 
 def make_executor(kind: str | Executor | None) -> Executor:
@@ -258,6 +267,7 @@ class LiveKernelExecutor(Executor):
 
     name = "live"
     supports_fork = True
+    supports_dry_run = hasattr(os, "fork")
 
     def __init__(self, shell: Any = None, *, namespace: dict[str, Any] | None = None, timeout: float | None = None,
                  journal: Journal | None = None):
@@ -293,6 +303,17 @@ class LiveKernelExecutor(Executor):
     def undo_plan(self, code: str) -> list[str]:
         """Names ``code`` mentions whose values are too big to snapshot (the approval card lists them)."""
         return self.journal.plan(self.namespace, code)
+
+    async def dry_run(self, code: str, *, secrets: Sequence[str] = (), limits: DryRunLimits | None = None) -> DryRunResult:
+        """Run ``code`` in a sandboxed copy-on-write fork of this process (:mod:`~agentstack_lab.engine.sandbox`).
+
+        The namespace is never touched; the fork is made from a worker thread, so the kernel stays responsive.
+        """
+        from agentstack_lab.engine.sandbox import dry_run
+
+        if not self.supports_dry_run:
+            raise RuntimeError("a dry run needs os.fork (Linux)")
+        return await asyncio.to_thread(dry_run, self.namespace, code, shell=self.shell, secrets=secrets, limits=limits)
 
     async def run(self, code: str, *, context: ExecContext | None = None) -> ExecResult:
         """Run ``code`` in a worker thread; stopping the caller interrupts the code."""

@@ -36,6 +36,7 @@ from agentstack_lab.validation import check_text
 
 if TYPE_CHECKING:
     from agentstack_lab.engine.executors import Executor
+    from agentstack_lab.engine.sandbox import DryRunResult
     from agentstack_lab.workspace import Workspace
 
 __all__ = ["AgentRun", "RunOptions", "run_agent", "HeadlessQueryError", "BudgetExceededError", "AgentRunError",
@@ -275,6 +276,15 @@ class AgentRun:
     def respond(self, query_id: str, response: Any, *, surface: str = "widget", by: str | None = None) -> None:
         """Answer a pending ``user-query``; an invalid answer raises and leaves the query pending."""
         respond(self._core, query_id, response, surface=surface, by=by)
+
+    async def try_first(self, query_id: str) -> DryRunResult:
+        """"Try it first" on a pending python approval: the code's dry run in a sandboxed fork of the kernel.
+
+        The report (names created / changed / deleted, output, error, files opened, calls refused and the
+        active protections) is also attached to the decision (``metadata["dryRun"]``) and to the agent's
+        metadata, so every surface can show it; the approval stays pending.
+        """
+        return await self._core.try_first(query_id)
 
     def intervene(self, agent_id: str, *, user_comment: str | None = None, user_content: str | None = None,
                   status: str | None = None, surface: str = "widget", by: str | None = None) -> None:

@@ -126,6 +126,8 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
         too_big = ctx.executor.undo_plan(code)
         if too_big:  # the card says so before the person approves: undo could not restore these
             details["notSnapshotted"] = too_big
+        if ctx.executor.dry_run_first and ctx.executor.supports_dry_run:  # what it would do, shown on the card
+            details["dryRun"] = redact((await ctx.executor.dry_run(code, secrets=hidden)).to_dict(), hidden)
         asked: str = code
         answer = await ctx.ask_user(node, "approval", "Run this Python code?", details,
                                     validate=lambda r: parse_approval(r, asked))
