@@ -408,7 +408,7 @@ class _Walker(ast.NodeVisitor):
     def check_name(self, qualified: str, node: ast.AST, *, called: bool) -> bool:
         """Record what a dotted name is known to be; ``True`` when a table decided."""
         root = qualified.split(".", 1)[0]
-        if root in _AMBIGUOUS_ROOTS and root not in {v.split(".", 1)[0] for v in self.aliases.values()}:
+        if self.ambiguous(root):
             return False   # `signal.mean()`: a variable called signal, unless the cell imported the module
         hit = _lookup(qualified)
         if hit is None:
@@ -426,6 +426,10 @@ class _Walker(ast.NodeVisitor):
             return True
         self.add(kind, node, f"{qualified} {why}")
         return True
+
+    def ambiguous(self, root: str) -> bool:
+        """Whether ``root`` is a module name the cell did not import and that is also a common variable name."""
+        return root in _AMBIGUOUS_ROOTS and root not in {v.split(".", 1)[0] for v in self.aliases.values()}
 
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
@@ -720,7 +724,7 @@ class _Walker(ast.NodeVisitor):
             self.add("unknown", node, ".format() of a string that is not a literal")
             return
         if name in SAFE_METHODS:
-            if root in SYSTEM_ROOTS:
+            if root in SYSTEM_ROOTS and not self.ambiguous(root):
                 self.add("unknown", node, f"{qualified} is not on the safe list")
                 return
             self.check_callables(node, name)
