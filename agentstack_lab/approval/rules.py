@@ -137,7 +137,7 @@ class ApprovalPolicy:
         lifted = tuple(b.id for b in hits)
         if winner is None:
             return Verdict(action="ask", rule=None, classification=found, lifted=lifted,
-                           reason=f"no rule decides code that does {', '.join(sorted(found.classes))}")
+                           reason=f"no rule decides this code: {found.summary()}")
         why = winner.description or f"matches rule {winner.id}"
         return Verdict(action=winner.action, rule=winner.id, classification=found, lifted=lifted,
                        reason=f"{why}: {winner.explain(found)}")
