@@ -63,7 +63,7 @@ class Classification:
     @property
     def read_only(self) -> bool:
         """Whether the only thing the cell does is read."""
-        return self.classes == {"read_only"}
+        return self.classes == frozenset[CodeClass]({"read_only"})
 
     def summary(self) -> str:
         """One line: the classes, each with its first reason."""
@@ -99,8 +99,8 @@ SAFE_METHODS = frozenset({
     "Timestamp", "Timedelta", "Categorical", "array", "asarray", "arange", "linspace", "zeros", "ones", "full",
     "eye", "reshape", "ravel", "flatten", "dot", "matmul", "sqrt", "log", "log10", "log2", "exp", "floor", "ceil",
     "percentile", "nanmean", "nanmedian", "nanstd", "nansum", "nanmin", "nanmax", "histogram", "bincount",
-    "corrcoef", "allclose", "isclose", "isnan", "isfinite", "where", "clip", "cumsum", "argsort", "searchsorted",
-    "nonzero", "count_nonzero", "hstack", "vstack", "column_stack", "concatenate", "stack", "split", "tile",
+    "corrcoef", "allclose", "isclose", "isnan", "isfinite", "argsort", "searchsorted",
+    "nonzero", "count_nonzero", "hstack", "vstack", "column_stack", "concatenate", "split", "tile",
     "repeat", "diag", "trace", "norm", "inv", "det", "eig", "svd", "plot", "hist", "boxplot", "bar", "barh",
     "scatter", "line", "pie", "area", "kde", "density", "style", "background_gradient", "format", "hide",
     "loc", "iloc", "at", "iat", "xs", "dt", "str", "cat", "show", "legend", "set_title", "set_xlabel",

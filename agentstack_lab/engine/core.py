@@ -18,9 +18,9 @@ the coordinator's child and ``run_id`` the coordinator's run.
 from __future__ import annotations
 
 import asyncio
-import os
 import contextlib
 import logging
+import os
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
