@@ -333,6 +333,7 @@ class ApprovalConfig(_Section):
     the deciding rule names them in ``lifts``; ``auto_approve`` does not lift them.
     """
 
+    # ordered rules, each {id, action: allow|ask|deny, any_of, only, code, lifts, session}; see docs/approval.md
     rules: list[ApprovalRuleConfig] = Field(default_factory=list[ApprovalRuleConfig])
     # False: no default rule, so read-only code is asked about like any other (the built-in denies stay)
     allow_read_only: bool = True
