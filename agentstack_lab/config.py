@@ -30,7 +30,7 @@ from pydantic_core import PydanticCustomError
 from agentstack_lab.errors import AgentstackError
 
 __all__ = ["Config", "ConfigError", "CONFIG_FILENAME", "check_names", "find_config_file", "load_config",
-           "mask_secrets"]
+           "mask_secrets", "CodeClass", "BuiltinDeny", "ApprovalConfig", "ApprovalRuleConfig"]
 
 CONFIG_FILENAME = "agentstack.config.json"
 ENV_VAR = "AGENTSTACK_CONFIG"
@@ -268,14 +268,89 @@ class EngineConfig(_Section):
     event_log_retry_s: float = Field(default=30.0, gt=0)
 
 
-class ApprovalConfig(_Section):
-    """How code approvals are decided (``engine/tools.py``).
+CodeClass = Literal["read_only", "rebinds", "mutates", "file_read", "file_write", "write_outside", "file_delete",
+                    "network", "subprocess", "imports", "dynamic", "unknown"]
+"""What a code cell does, as the approval classifier (``approval/classify.py``) names it."""
 
-    ``dry_run``: before asking, run the code in a sandboxed fork of the live kernel
-    (``engine/sandbox.py``) and show what it would do on the approval card.
+BuiltinDeny = Literal["deny-subprocess", "deny-network", "deny-delete", "deny-write-outside"]
+"""The built-in deny rules (``approval/rules.py``); a rule lifts one only by naming it in ``lifts``."""
+
+DEFAULT_RULE_IDS = ("allow-read-only",)
+_RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+
+
+class ApprovalRuleConfig(_Section):
+    """One approval rule: when it matches a python call, its ``action`` decides (the last match wins).
+
+    ``any_of``: the cell does at least one of these; ``only``: it does nothing but these; ``code``: a
+    regular expression found in the code. A rule needs at least one of the three; all given must hold.
     """
 
+    id: str = Field(min_length=1, max_length=80)
+    action: Literal["allow", "ask", "deny"]
+    any_of: list[CodeClass] | None = None
+    only: list[CodeClass] | None = None
+    code: str | None = None
+    # built-in deny rules this rule lifts when it is the one that decides (an explicit, named exception)
+    lifts: list[BuiltinDeny] = Field(default_factory=list[BuiltinDeny])
+    # only runs in this session (its id); unset: every run of the workspace
+    session: str | None = None
+    description: str = ""
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        if not _RULE_ID.match(value):
+            raise PydanticCustomError("rule_id", "a rule id is letters, digits and _ . : - (starting with a "
+                                      "letter or digit)")
+        if value in get_args(BuiltinDeny) or value in DEFAULT_RULE_IDS:
+            raise PydanticCustomError("rule_id", "{id} is a built-in rule's id; name yours differently",
+                                      {"id": value})
+        return value
+
+    @field_validator("code")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise PydanticCustomError("regex", "not a regular expression: {why}", {"why": str(exc)}) from None
+        return value
+
+    @model_validator(mode="after")
+    def _matches_something(self) -> ApprovalRuleConfig:
+        if self.any_of is None and self.only is None and self.code is None:
+            raise PydanticCustomError("rule_match", "a rule needs any_of, only or code to match on")
+        return self
+
+
+class ApprovalConfig(_Section):
+    """Rules that decide the python tool's obvious cases before a person is asked (``approval/``).
+
+    Evaluated in order after the default ``allow-read-only`` rule; the last matching rule wins. The
+    built-in deny rules (subprocess, network, deletes, writes outside the working folder) apply unless
+    the deciding rule names them in ``lifts``; ``auto_approve`` does not lift them. ``dry_run``: before
+    a person is asked, run the code in a sandboxed fork of the live kernel (``engine/sandbox.py``) and
+    show what it would do on the approval card.
+    """
+
+    # ordered rules, each {id, action: allow|ask|deny, any_of, only, code, lifts, session}; see docs/approval.md
+    rules: list[ApprovalRuleConfig] = Field(default_factory=list[ApprovalRuleConfig])
+    # False: no default rule, so read-only code is asked about like any other (the built-in denies stay)
+    allow_read_only: bool = True
+    # before asking, a dry run in a sandboxed fork of the live kernel; its report goes on the approval card
     dry_run: bool = False
+
+    @field_validator("rules")
+    @classmethod
+    def _unique_ids(cls, value: list[ApprovalRuleConfig]) -> list[ApprovalRuleConfig]:
+        seen: set[str] = set()
+        for rule in value:
+            if rule.id in seen:
+                raise PydanticCustomError("rule_id", "two rules have the id {id}", {"id": rule.id})
+            seen.add(rule.id)
+        return value
 
 
 class NotebookConfig(_Section):
@@ -295,8 +370,8 @@ class Config(_Section):
     that sets an unknown key is told so instead of being silently ignored. ``drift`` and ``consensus``
     are read by ``tasks/`` and the engine's ``gate.py``; ``monitoring`` by ``monitoring/``; ``hooks``
     by ``hooks.py``; ``plugins.disabled`` by ``plugins.py`` and the workspace; ``engine.undo`` by the
-    live executor's journal (set by each run); ``notebook.rerun`` by the notebook surface; ``approval.dry_run``
-    by the python tool (through the live executor, set by each run).
+    live executor's journal (set by each run); ``notebook.rerun`` by the notebook surface; ``approval`` by
+    ``approval/`` through the python tool's gate (``approval.dry_run`` through the live executor).
     """
 
     memory: MemoryConfig = Field(default_factory=MemoryConfig)

@@ -103,6 +103,7 @@ SURFACE_LABELS: Mapping[str, str] = {
     "worker": "a queue worker",
     "policy": "the run's on_query policy",
     "options": "the run's answers",
+    "rule": "an approval rule",
 }
 """Every surface a run, decision or intervention comes from, and how a person reads it ("from the terminal")."""
 

@@ -214,7 +214,7 @@ async def test_intervention_comment_reaches_the_next_model_call(ws):
 
     def main(req):
         if last_tool_result(req) is None:
-            return [tool_call("python", {"code": "1 + 1"})]
+            return [tool_call("python", {"code": "x = 1 + 1"})]  # not read-only: asked
         return "final"
 
     p = ScriptedProvider(brain(main=main))

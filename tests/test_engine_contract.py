@@ -152,7 +152,7 @@ def _code_then_answer(req):
     if m["step"] == "subquestions":
         return {"subquestions": []}
     if m["step"] == "main" and not _tool_results(req):
-        return [tool_call("python", {"code": "print('should not run')"})]
+        return [tool_call("python", {"code": "ran = 'should not run'"})]  # not read-only: asked
     return "done"
 
 

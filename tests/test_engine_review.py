@@ -27,7 +27,7 @@ async def test_headless_failure_settles_the_children_before_the_agent_ends(ws):
             await asyncio.sleep(30)
             return "never"
         await asyncio.sleep(0.1)  # the child is running when the root needs its approval
-        return [tool_call("python", {"code": "1"})] if last_tool_result(req) is None else "ok"
+        return [tool_call("python", {"code": "x = 1"})] if last_tool_result(req) is None else "ok"
 
     run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(subs={"q": [("slow child", "researcher")]},
                                                                       main=main)),
@@ -44,7 +44,7 @@ async def test_headless_failure_settles_the_children_before_the_agent_ends(ws):
 
 async def test_a_child_cancelled_before_it_started_is_stopped_before_its_parent_ends(ws):
     """The root fails at once (headless approval) while its child has not run a step yet."""
-    main = lambda req: [tool_call("python", {"code": "1"})] if last_tool_result(req) is None else "ok"  # noqa: E731
+    main = lambda req: [tool_call("python", {"code": "x = 1"})] if last_tool_result(req) is None else "ok"  # noqa: E731
     run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(subs={"q": [("child", "researcher")]},
                                                                       main=main)),
                    options=RunOptions(interactive=False), executor=LiveKernelExecutor(namespace={}))

@@ -65,7 +65,7 @@ async def pending_interventions(ws: Workspace, timeout: float = 60) -> list:
 
 
 async def test_looping_agent_warning_intervention_resume_from_cli_then_termination(tmp_path):
-    scratch = tmp_path / "scratch"
+    scratch = Path.cwd() / "scratch"   # inside the working folder: writes outside it are denied by a built-in rule
     scratch.mkdir()
     ws = monitored_workspace(tmp_path / "ws")
     try:
@@ -83,6 +83,7 @@ async def test_looping_agent_warning_intervention_resume_from_cli_then_terminati
         assert phases(run.events) == ["normal", "warning", "intervention"]
         # files the python tool touched, counted on the agent's own thread: 1 written + 1 read per tool call
         tool_calls = len(list(scratch.iterdir()))
+        assert tool_calls > 0
         assert node.metadata["resources"]["filesWritten"] == tool_calls
         assert node.metadata["resources"]["filesRead"] == tool_calls
         assert any(b.startswith("⏸ monitor paused: API calls 10/10") for b in badges(node.metadata))

@@ -76,9 +76,10 @@ def list_command(ctx: typer.Context, run: str = typer.Option(None, "--run", "-r"
         return
     from agentstack_lab.decisions import surface_label
 
-    table("decisions", ["id", "kind", "state", "run", "prompt", "answer", "from", "created"],
+    table("decisions", ["id", "kind", "state", "run", "prompt", "answer", "decided by", "from", "created"],
           [[d.id[:8], d.kind, d.state, (d.run_id or "")[:8], short(d.prompt, 60), _answer_text(d),
-            surface_label(d.surface) if d.surface else "", timestamp(d.created_at)] for d in items])
+            d.decided_by or "", surface_label(d.surface) if d.surface else "", timestamp(d.created_at)]
+           for d in items])
 
 
 @app.command("show")
@@ -99,6 +100,10 @@ def show_command(ctx: typer.Context, decision_id: str = typer.Argument(..., help
         typer.echo("  code:\n" + "\n".join(f"    {line}" for line in d.code.splitlines()))
     if d.state == "answered":
         typer.echo(f"  answer:  {_answer_text(d)} (by {d.answered_by or 'unknown'}, from {surface_label(d.surface)})")
+        typer.echo(f"  decided: by {d.decided_by}")
+        verdict = d.metadata.get("verdict")
+        if isinstance(verdict, dict) and verdict.get("reason"):
+            typer.echo(f"  why:     {verdict['reason']}")
     elif d.reason:
         typer.echo(f"  reason:  {d.reason}")
 

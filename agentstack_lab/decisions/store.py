@@ -98,6 +98,18 @@ class Decision:
         verdict = cast("dict[str, Any]", answer).get("approved")
         return verdict if isinstance(verdict, bool) else None
 
+    @property
+    def decided_by(self) -> str | None:
+        """Who decided, as one phrase: ``rule allow-read-only``, ``person alice``, ``policy``; ``None`` while open."""
+        rule: object = self.metadata.get("rule")
+        if isinstance(rule, str):
+            return f"rule {rule}"
+        if self.state != "answered":
+            return None
+        if self.surface in ("policy", "options"):
+            return self.answered_by or self.surface
+        return f"person {self.answered_by}" if self.answered_by else "person"
+
     def closed_message(self) -> str:
         """Why this decision takes no answer any more, as one line."""
         if self.state == "answered":
@@ -108,7 +120,7 @@ class Decision:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (snake_case keys), as the CLI ``--json`` and MCP tools return it."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "decided_by": self.decided_by}
 
 
 def normalise_answer(kind: str, response: Any, code: str | None = None) -> Any:

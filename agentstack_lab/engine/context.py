@@ -23,6 +23,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from agentstack_lab.approval.rules import Verdict
     from agentstack_lab.decisions.store import Decisions
     from agentstack_lab.engine.executors import ExecContext, Executor
     from agentstack_lab.engine.options import Attachment, RunOptions
@@ -114,6 +115,14 @@ class AgentContext(Protocol):
 
     def secrets(self) -> list[str]:
         """Secret values to redact from anything a tool returns (longest first)."""
+        ...
+
+    def approval_verdict(self, code: str) -> Verdict:
+        """What the approval rules (``approval/``) say about running ``code``: allow, ask or deny, and which rule."""
+        ...
+
+    def record_rule_decision(self, node: AgentNode, prompt: str, code: str, verdict: dict[str, Any]) -> None:
+        """Persist an approval a rule decided (``verdict``: the redacted :meth:`Verdict.to_dict`)."""
         ...
 
     def memory(self, node: AgentNode) -> Any:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -59,6 +60,7 @@ from agentstack_lab.validation import as_dict
 if TYPE_CHECKING:
     from agentstack_lab.agents.identity import AgentIdentity
     from agentstack_lab.agents.registry import AgentRegistry
+    from agentstack_lab.approval.rules import ApprovalPolicy, Verdict
     from agentstack_lab.decisions.store import Decisions
     from agentstack_lab.engine.sandbox import DryRunResult
     from agentstack_lab.workspace import Workspace
@@ -125,6 +127,7 @@ class RunCore:
         self._tokens = 0
         self._tokens_unenforceable = False
         self.control = RunControl(self)  # drift checks and consensus checkpoints (engine/gate.py)
+        self._approval: ApprovalPolicy | None = None  # the approval rules (approval/), built on first use
 
     # --- state read by the handle ---------------------------------------------------------------
 
@@ -354,6 +357,30 @@ class RunCore:
             except Exception as exc:  # the code ran: its result still reaches the model; the log says what was lost
                 log.error("agentstack-lab: could not record provenance of %s (run %s): %s",
                           ", ".join(r["name"] for r in rows), self.run_id, exc)
+
+    def approval_verdict(self, code: str) -> Verdict:
+        """The approval rules' verdict on ``code`` (writes judged against the kernel's working folder)."""
+        if self._approval is None:
+            from agentstack_lab.approval import ApprovalPolicy
+
+            self._approval = ApprovalPolicy.from_config(self.workspace.config.approval, session_id=self.session_id)
+        return self._approval.decide(code, cwd=os.getcwd())
+
+    def record_rule_decision(self, node: AgentNode, prompt: str, code: str, verdict: dict[str, Any]) -> None:
+        """A rule decided an approval: an answered decision row (by ``rule:<id>``) and the agent's answer trace."""
+        rule = str(verdict.get("rule"))
+        answer: dict[str, Any] = {"approved": verdict.get("action") == "allow"}
+        if not answer["approved"]:
+            answer["reason"] = f"denied by approval rule {rule}"
+        query_id = None
+        store = self.decision_store
+        if store is not None:
+            decision = store.create(kind="approval", prompt=prompt, run_id=self.run_id, agent_id=node.id,
+                                    options={"code": code, "verdict": verdict}, code=code,
+                                    metadata={"rule": rule, "verdict": verdict})
+            store.answer(decision.id, answer, by=f"rule:{rule}", surface="rule")
+            query_id = decision.id
+        self.record_answer(node, "approval", prompt, answer, "rule", query_id=query_id, by=f"rule:{rule}")
 
     def secrets(self) -> list[str]:
         """Secret values to hide from tool results: secret-looking env vars, configured API keys, the provider's."""

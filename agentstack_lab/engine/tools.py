@@ -1,5 +1,10 @@
 """The main agent's tools: ``python`` (approval, executor, fork/wait), ``memory_search``, ``memory_store``.
 
+The python tool's approval: the approval rules (:mod:`agentstack_lab.approval`) go first. ``allow`` runs
+the code and ``deny`` refuses it (the result names the rule), each recorded as a decision answered by
+``rule:<id>``; ``ask`` asks a person, unless the run has ``auto_approve`` (which answers only the asks:
+a built-in or configured deny still refuses).
+
 Every tool call gets exactly one ``tool-result``, also when it fails closed (a headless run with
 no approval: the result carries the error, then the run fails). Everything a tool returns is
 redacted before it is cut for the model (:mod:`~agentstack_lab.redaction`). Tools see their
@@ -29,6 +34,7 @@ _SEARCH: ToolName = "memory_search"
 _STORE: ToolName = "memory_store"
 MODEL_LIMIT = 8000  # characters of a python tool result the model sees (head + tail)
 SNIPPET = 300  # characters of each memory hit in the model's text
+_APPROVAL_PROMPT = "Run this Python code?"
 
 _PYTHON_DOC = ("Run Python code. {where} The value of the last expression is returned with stdout, stderr "
                "and any error.{fork}")
@@ -121,15 +127,26 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
     if not isinstance(code, str) or not code.strip():
         return None, "python: input needs a non-empty 'code' string"
     edited = False
-    if not ctx.options.auto_approve:
-        details: dict[str, Any] = {"code": redact(code, hidden), "toolUseId": call.id}
+    verdict = ctx.approval_verdict(code)
+    if verdict.action in ("allow", "deny"):   # a rule decided: recorded as decided by it, nobody is asked
+        shown = redact(verdict.to_dict(), hidden)
+        ctx.record_rule_decision(node, _APPROVAL_PROMPT, redact(code, hidden), shown)
+        if verdict.action == "deny":
+            return {"text": f"Refused by approval rule {verdict.rule}: {shown['reason']}. This code will not run; "
+                            "do it another way without that, or explain to the user what you need.",
+                    "rule": verdict.rule, "classes": verdict.classes}, f"denied by approval rule {verdict.rule}"
+    elif not ctx.options.auto_approve:
+        details: dict[str, Any] = {"code": redact(code, hidden), "toolUseId": call.id, "classes": verdict.classes,
+                                   "why": redact(verdict.reason, hidden)}
+        if verdict.rule is not None:
+            details["rule"] = verdict.rule
         too_big = ctx.executor.undo_plan(code)
         if too_big:  # the card says so before the person approves: undo could not restore these
             details["notSnapshotted"] = too_big
         if ctx.executor.dry_run_first and ctx.executor.supports_dry_run:  # what it would do, shown on the card
             details["dryRun"] = redact((await ctx.executor.dry_run(code, secrets=hidden)).to_dict(), hidden)
         asked: str = code
-        answer = await ctx.ask_user(node, "approval", "Run this Python code?", details,
+        answer = await ctx.ask_user(node, "approval", _APPROVAL_PROMPT, details,
                                     validate=lambda r: parse_approval(r, asked))
         approved, new_code = parse_approval(answer, code)
         if not approved:

@@ -1,0 +1,18 @@
+"""Safe Python in the live kernel: classify a cell from its AST, then let ordered rules decide the obvious cases.
+
+    policy = ApprovalPolicy.from_config(ws.config.approval, session_id=run_session)
+    verdict = policy.decide("df.head()")       # Verdict(action="allow", rule="allow-read-only", ...)
+    classify("import os; os.system('ls')").classes   # {"imports", "subprocess"}
+
+The engine's python tool asks the policy before it asks a person (``engine/tools.py``): ``allow`` runs
+the code, ``deny`` refuses it naming the rule, ``ask`` opens the usual decision; every decision records
+whether a rule (its id) or a person decided.
+
+Services layer: imports only the foundation (config).
+"""
+
+from agentstack_lab.approval.classify import Classification, Finding, classify
+from agentstack_lab.approval.rules import BUILTIN_DENIES, DEFAULT_RULES, ApprovalPolicy, Rule, Verdict
+
+__all__ = ["classify", "Classification", "Finding", "ApprovalPolicy", "Rule", "Verdict", "BUILTIN_DENIES",
+           "DEFAULT_RULES"]
