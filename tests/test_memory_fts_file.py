@@ -170,3 +170,33 @@ def test_an_index_moved_by_another_process_between_read_and_write_is_read_again(
             other.close()
         assert len(calls) == 1 and rounds[0] is None   # dropped, then the index was found at the log's end
         assert m.stats() == {"memory": 399, "fts": 399, "vector": 399}
+
+
+def test_a_write_closed_at_once_is_in_the_index_file(tmp_path):
+    """A process that stores and exits before the background thread ran (under load: `memory store`) still
+    leaves its entry in the index file, so a read-only workspace can search it afterwards."""
+    import threading
+
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        fts = ws.memory.backend.fts_index
+        closing = threading.Event()
+
+        class LateWake(threading.Event):   # the thread wakes only once close() has begun: the race, every time
+            def wait(self, timeout=None):
+                closing.wait(30)
+                return super().wait(timeout)
+
+        fts._wake = LateWake()
+        real_close = fts.close
+
+        def close():
+            closing.set()
+            real_close()
+
+        fts.close = close
+        ws.memory.store("k", "the churn rate rose in March")
+    index = sqlite.connect(str(tmp_path / "w" / ".agentstack" / "fts" / "agentstack.db"))
+    try:
+        assert index.execute("SELECT count(*) FROM memory_fts").fetchone()[0] == 1
+    finally:
+        index.close()

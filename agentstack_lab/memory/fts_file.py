@@ -269,8 +269,8 @@ class FtsFile(PerThreadConnections):
         while True:
             self._wake.wait()
             self._wake.clear()
-            if self._closed:
-                return
+            # a write kicked the index, so catch up even when close() woke the thread: a process that writes
+            # and exits at once (``agentstack-lab memory store``) leaves the index holding its write
             try:
                 self.catch_up()
                 self.error = None
@@ -279,9 +279,11 @@ class FtsFile(PerThreadConnections):
                 with self._cv:
                     self.error = exc
                     self._cv.notify_all()
+            if self._closed:
+                return
 
     def close(self) -> None:
-        """Stop the background thread (a catch-up under way finishes first), then close the connections."""
+        """Stop the background thread after it has indexed every write kicked so far, then close the connections."""
         with self._cv:
             self._closed = True
             worker, self._worker = self._worker, None
