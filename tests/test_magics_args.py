@@ -117,7 +117,7 @@ def test_interpolation_and_descriptions():
 
     ns = {"df": df, "arr": np.zeros((4, 2), dtype="float32"), "growth": growth, "year": 2024, "big": "x" * 5000,
           "d": {"a": list(range(100))}}
-    assert interpolate("in {year} {{literal}} {\"json\": 1}", ns) == 'in 2024 {literal} {"json": 1}'
+    assert interpolate("in {year} {{literal}} {{\"json\": 1}}", ns) == 'in 2024 {literal} {"json": 1}'
     assert len(interpolate("{big}", ns)) < 2100
     prompt = build_prompt("How do @df and @arr relate in {year}? see @growth, email a@b.com, @d", ns)
     assert prompt.startswith("How do `df` and `arr` relate in 2024? see `growth`, email a@b.com, `d`")

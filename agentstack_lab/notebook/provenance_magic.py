@@ -135,13 +135,9 @@ class ProvenanceMagics(Magics):
         self.journal: Any = None
 
     def _workspace(self) -> Workspace:
-        assert self.shell is not None   # IPython registers magics with their shell
-        agent = self.shell.magics_manager.registry.get("AgentstackMagics")
-        if agent is not None:
-            return agent.workspace
-        from agentstack_lab.workspace import Workspace
+        from agentstack_lab.workspace import for_shell
 
-        return Workspace.open()
+        return for_shell(self.shell)
 
     @line_magic
     def agent_history(self, line: str) -> Any:
