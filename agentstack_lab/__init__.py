@@ -2,11 +2,22 @@
 
 The package root stays tiny: nothing heavy is imported here, and the IPython
 extension hooks load the notebook layer only when ``%load_ext`` asks for it.
+``agentstack_lab.workspace()`` (the kernel's shared workspace, see :mod:`agentstack_lab.workspace`)
+imports its module on first access.
 """
 
 from agentstack_lab._version import __version__
 
 __all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension"]
+
+
+def __getattr__(name: str) -> object:
+    """``agentstack_lab.workspace`` on first access: the module, callable (``agentstack_lab.workspace()``)."""
+    if name == "workspace":
+        import importlib
+
+        return importlib.import_module("agentstack_lab.workspace")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # The two hooks below are the IPython extension entry point: IPython looks them up on the package

@@ -13,6 +13,12 @@ is no file). The database is opened on first use, and its absolute path is print
 to stderr the first time this process opens it (``announce=False`` keeps quiet; the notebook
 passes ``announce="stdout"``, as it is information, not an error), with
 "(new)" when the file is being created. It is never an in-memory database.
+
+An IPython shell (a Jupyter kernel, terminal IPython) has one workspace that Python code and the
+magics share: :func:`for_shell` opens it on first use and keeps it on the shell, and the module is
+callable, so ``agentstack_lab.workspace()`` returns it (:func:`current`): a type or provider
+registered on it from code is one ``%agent`` can use. Outside IPython each call opens the
+workspace of the working directory afresh; keep that object and pass it on.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +49,8 @@ if TYPE_CHECKING:
     from agentstack_lab.store.connection import SQLiteDatabase
     from agentstack_lab.store.protocol import Database
 
-__all__ = ["Workspace", "Registries", "build_registries", "DB_DIRNAME", "DB_FILENAME"]
+__all__ = ["Workspace", "Registries", "build_registries", "current", "for_shell", "release_shell", "DB_DIRNAME",
+           "DB_FILENAME"]
 
 log = logging.getLogger(__name__)
 
@@ -293,3 +301,50 @@ class Workspace:
 
     def __repr__(self) -> str:
         return f"Workspace(root={str(self.root)!r}, db={str(self.db_path)!r})"
+
+
+# -- the workspace of an IPython shell -------------------------------------------------------------
+_SHELL_ATTR = "_agentstack_lab_workspace"  # kept on the shell object: per kernel, not per process
+
+
+def for_shell(shell: Any) -> Workspace:
+    """The workspace ``shell``'s code and magics share, opened on first use (its path printed to stdout then)."""
+    ws = getattr(shell, _SHELL_ATTR, None)
+    if ws is None:
+        ws = Workspace.open(announce="stdout")  # information in a notebook, not an error box
+        setattr(shell, _SHELL_ATTR, ws)
+    return ws
+
+
+def release_shell(shell: Any) -> None:
+    """Close and forget ``shell``'s workspace (``%unload_ext``); the next use opens it again."""
+    ws = getattr(shell, _SHELL_ATTR, None)
+    if ws is not None:
+        ws.close()
+        delattr(shell, _SHELL_ATTR)
+
+
+def current() -> Workspace:
+    """The workspace of this kernel, the one ``%agent`` uses; outside IPython, ``Workspace.open()`` of the working directory.
+
+    In an IPython shell every call returns the same object (do not close it: the magics use it too).
+    Outside IPython nothing is shared: each call opens the workspace found from the working
+    directory (``agentstack.config.json`` walking up, else ``.agentstack/`` here); close it when done.
+    """
+    ipython = sys.modules.get("IPython")  # not imported: certainly not inside IPython
+    shell = ipython.get_ipython() if ipython is not None else None
+    return Workspace.open() if shell is None else for_shell(shell)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable: ``agentstack_lab.workspace()`` is :func:`current`.
+
+    The package root cannot hold a function named ``workspace``: importing this module sets the
+    package's ``workspace`` attribute to the module, so the module itself answers the call.
+    """
+
+    def __call__(self) -> Workspace:
+        return current()
+
+
+sys.modules[__name__].__class__ = _CallableModule

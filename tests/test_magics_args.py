@@ -117,7 +117,7 @@ def test_interpolation_and_descriptions():
 
     ns = {"df": df, "arr": np.zeros((4, 2), dtype="float32"), "growth": growth, "year": 2024, "big": "x" * 5000,
           "d": {"a": list(range(100))}}
-    assert interpolate("in {year} {{literal}} {\"json\": 1}", ns) == 'in 2024 {literal} {"json": 1}'
+    assert interpolate("in {year} {{literal}} {{\"json\": 1}}", ns) == 'in 2024 {literal} {"json": 1}'
     assert len(interpolate("{big}", ns)) < 2100
     prompt = build_prompt("How do @df and @arr relate in {year}? see @growth, email a@b.com, @d", ns)
     assert prompt.startswith("How do `df` and `arr` relate in 2024? see `growth`, email a@b.com, `d`")
@@ -151,3 +151,27 @@ def test_await_transformer_rewrites_only_top_level_wait_calls():
         "x = 1\n",
     ]
     assert await_transformer(untouched) == untouched
+
+
+def test_fields_are_python_expressions_as_in_ipython():
+    """Issue 27 item 18: attributes, indexing, calls, conversions and specs; literal braces only when doubled."""
+    from agentstack_lab.notebook.cellerrors import ErrorLog
+    from agentstack_lab.notebook.context import PromptError, Traceback
+
+    err = ErrorLog({3: Traceback("Traceback line\n" + "frame\n" * 600 + "ZeroDivisionError: division by zero")})
+    ns = {"d": {"k": [1, 2, 3]}, "s": "hello", "rate": 0.125, "Err": err, "Out": {2: 42}, "In": ["", "x = 1\n"]}
+    assert interpolate("{d['k'][1:]} {s.upper()} {len(s)} {rate:.1%} {s!r} {s!r:>9} {Out[2]} {In[1]}", ns) == \
+        "[2, 3] HELLO 5 12.5% 'hello'   'hello' 42 x = 1\n"
+    assert interpolate("{ {'a': 1}['a'] } {{x}} }", ns) == "1 {x} }"  # nested braces; a lone } is itself
+    tail = interpolate("{Err[3]}", ns)
+    assert tail.endswith("ZeroDivisionError: division by zero") and tail.startswith("[")  # a traceback keeps its end
+    assert interpolate("{Err[-1]}", ns) == tail and len(tail) < 2100
+    assert interpolate("{d}", {"d": "x" * 5000}).endswith("… [3000 more characters]")  # other values keep the start
+    for prompt, message in [("{Err[4]}", "cell 4 raised no error (cells with errors: 3)"),
+                            ("{'a': 1}", "(write {{ and }} for literal braces)"),
+                            ("{s.nope()}", "AttributeError: 'str' object has no attribute 'nope'"),
+                            ("{rate:q}", "ValueError: Unknown format code 'q'")]:
+        with pytest.raises(PromptError) as info:
+            interpolate(prompt, ns)
+        assert message in str(info.value) and "\n" not in str(info.value)
+    assert not isinstance(PromptError("x"), UnknownVariableError)

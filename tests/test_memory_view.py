@@ -56,3 +56,24 @@ def test_get_shows_the_whole_entry(ws):
     text = repr(entry)
     assert text.splitlines()[0].split() == ["key", "long"] and text.endswith(body)
     assert "white-space: pre-wrap" in entry._repr_html_() and "and more " * 40 in entry._repr_html_()
+
+
+def test_chosen_columns_display_exactly_those_columns(ws):
+    """Issue 27 item 9: a column selection displays what was selected, in its order (not the curated set)."""
+    ws.memory.store("churn", "Customers who do not order within 90 days rarely come back.", tags=["cx", "risk"])
+    ws.memory.store("retain", "Customers who order twice stay for years.", tags=["cx"])
+    hits = memory_cmd(ws, "search customers order")
+    picked = hits[["key", "score", "matched", "content"]]
+    html = picked._repr_html_()
+    assert heads(html) == ["key", "score", "matched", "content"]  # `matched` shown, `tags` not
+    assert ">cx" not in html and "<mark>" not in html  # content as stored, not the search snippet
+    rows = re.findall(r"<tr>(.*?)</tr>", html)[1:]
+    assert len(rows) == 2 and all(re.findall(r"<td[^>]*>(.*?)</td>", r)[2] in ("fts, vector", "fts", "vector")
+                                  for r in rows)  # the matched indexes read as words
+    text = repr(picked).splitlines()
+    assert text[0].split() == ["key", "score", "matched", "content"] and "matched" not in text[1]
+    reordered = hits[["content", "key"]]
+    assert heads(reordered._repr_html_()) == ["content", "key"] and repr(reordered).split()[:2] == ["content", "key"]
+    wider = hits.assign(length=hits.content.str.len())  # an added column is shown with the frame's others
+    assert heads(wider._repr_html_()) == [str(c) for c in wider.columns] and ">snippet</th>" in wider._repr_html_()
+    assert heads(hits[hits.score > 0]._repr_html_()) == ["key", "content", "tags", "score"]  # rows only: curated

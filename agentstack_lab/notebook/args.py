@@ -152,7 +152,9 @@ class AgentArgs:
 
 def agent_parser() -> argparse.ArgumentParser:
     """The ``%agent`` argument parser (also the source of its help text)."""
-    p = _Parser(prog="%agent", add_help=False, description="Run a recursive agent on PROMPT.",
+    p = _Parser(prog="%agent", add_help=False, description="Run a recursive agent on PROMPT. In PROMPT, {expr} inserts a kernel value "
+                "({df.shape}, {In[3]}, {Out[4]}, {Err[5]}: cell 5's traceback; {{ and }} are braces) and "
+                "@name attaches a description of a variable.",
                 usage="%%agent [options] PROMPT   |   %%%%agent [options] (cell body = prompt)")
     p.add_argument("-h", "--help", action="store_true", help="show this help")
     p.add_argument("--continue", dest="follow_up", action="store_true",

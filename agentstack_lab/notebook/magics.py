@@ -64,12 +64,10 @@ def _usage(exc: Exception) -> UsageError:
 
 # -- the workspace ---------------------------------------------------------------------------------
 def _workspace(shell: Any) -> Workspace:
-    magics = _magics(shell)
-    if magics is not None:
-        return magics.workspace
-    from agentstack_lab.workspace import Workspace
+    """The kernel's one workspace, shared with ``agentstack_lab.workspace()``; a fresh one without a shell."""
+    from agentstack_lab.workspace import Workspace, for_shell
 
-    return Workspace.open()
+    return for_shell(shell) if shell is not None else Workspace.open()
 
 
 def _magics(shell: Any) -> AgentstackMagics | None:
@@ -134,16 +132,10 @@ def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -
     """Create (but do not start) the ``AgentRun`` a parsed ``%agent`` line describes.
 
     Raises:
-        UsageError: Unknown ``{name}``/``@name``, agent type or provider (one line each).
+        UsageError: A ``{expr}`` that fails or an unknown ``@name``, agent type or provider (one line each).
         AgentstackError: An unknown or retired ``--identity`` (one line).
     """
-    from agentstack_lab.notebook.context import UnknownVariableError, build_prompt
-
     namespace = shell.user_ns if shell is not None else {}
-    try:
-        prompt = build_prompt(args.prompt, namespace)
-    except UnknownVariableError as exc:
-        raise _usage(exc) from None
     workspace = workspace if workspace is not None else _workspace(shell)
     from agentstack_lab.engine import AgentRun
 
@@ -151,13 +143,15 @@ def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -
     if args.follow_up:  # %agent --continue: the previous run's thread, session, provider and budgets
         from agentstack_lab.notebook.followup import follow_up
 
-        return follow_up(_magics(shell), args, prompt, workspace, namespace, _check_names)
-    agent_type, provider = _check_names(args, workspace, namespace)
-
+        return follow_up(_magics(shell), args, _prompt(args, namespace, isolated=False), workspace, namespace,
+                         _check_names)
     try:
         options = _options(args, workspace)
     except (ValueError, TypeError) as exc:  # e.g. --max-agents 0: one line, not a traceback
         raise _usage(exc) from None
+    isolated = options.executor != "live"
+    prompt = _prompt(args, namespace, isolated=isolated)
+    agent_type, provider = _check_names(args, workspace, namespace)
     try:
         session_id = _session_id(workspace, args.session)
     except AgentstackError as exc:  # empty, ended: one line
@@ -165,12 +159,34 @@ def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -
     from agentstack_lab.notebook.provenance_magic import live_executor
 
     # the kernel's runs share one undo journal; --executor subprocess gets its own executor from the options
-    executor = live_executor(shell) if options.executor == "live" and shell is not None else None
+    executor = live_executor(shell) if not isolated and shell is not None else None
     try:
-        return AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type,
-                        options=options, model=args.model, session_id=session_id, executor=executor)
+        run = AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type,
+                       options=options, model=args.model, session_id=session_id, executor=executor)
     except AgentstackError as exc:  # e.g. a retired --identity: one line, not a traceback
         raise _usage(exc) from None
+    _note_unseen(args, options.executor)
+    return run
+
+
+def _prompt(args: AgentArgs, namespace: dict[str, Any], *, isolated: bool) -> str:
+    from agentstack_lab.notebook.context import PromptError, build_prompt
+
+    try:
+        return build_prompt(args.prompt, namespace, isolated=isolated)
+    except PromptError as exc:
+        raise _usage(exc) from None
+
+
+def _note_unseen(args: AgentArgs, executor: str) -> None:
+    """One line when ``@name`` variables are attached to a run whose code cannot see them."""
+    from agentstack_lab.notebook.context import attached_names
+
+    names = attached_names(args.prompt)
+    if executor != "live" and names:
+        shown = ", ".join(names)
+        print(f"%agent: the {executor} executor cannot see {shown}: the agent gets {'its' if len(names) == 1 else 'their'} "
+              f"description only (--executor live runs its code in this kernel)", file=sys.stderr)
 
 
 async def _finish(run: Any) -> Any:
@@ -468,7 +484,9 @@ class AgentstackMagics(Magics):
 
     def __init__(self, shell: Any = None):
         super().__init__(shell)
-        self._workspace = None
+        from agentstack_lab.notebook.cellerrors import ErrorRecorder
+
+        self.errors = ErrorRecorder(shell)
         self.trees: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.cell_runs: dict[str, list[Any]] = {}  # cell id -> its runs still tracked (newest last)
         self.earlier: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()  # run -> to list
@@ -476,19 +494,20 @@ class AgentstackMagics(Magics):
 
     @property
     def workspace(self) -> Workspace:
-        """The workspace of this kernel, opened on first use (its database path is printed then)."""
-        if self._workspace is None:
-            from agentstack_lab.workspace import Workspace
+        """The workspace of this kernel, opened on first use (its database path is printed then).
 
-            self._workspace = Workspace.open(announce="stdout")  # information, not an error box
-        return self._workspace
+        It is the one ``agentstack_lab.workspace()`` returns in this kernel: what code registers on
+        it, ``%agent`` sees.
+        """
+        return _workspace(self.shell)
 
     @no_var_expand
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> Any:
         """Run a recursive agent: ``%agent [options] PROMPT`` or ``%%agent [options]`` + prompt body.
 
-        ``{name}`` interpolates a kernel value, ``@name`` attaches a description of a variable.
+        ``{expr}`` interpolates a kernel value (``{In[n]}``, ``{Out[n]}``, ``{Err[n]}`` too), ``@name`` attaches
+        a description of a variable.
         Without ``--wait`` the run starts in the background and the live tree is shown; ``%agent -h``
         lists the options.
         """
@@ -523,11 +542,14 @@ class AgentstackMagics(Magics):
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics, the ``--wait`` transformer and the ``AgentRun`` display hook."""
+    """Register the magics, the ``--wait`` transformer, the ``AgentRun`` display hook and ``Err``."""
     if "AgentstackMagics" not in ipython.magics_manager.registry:
         from agentstack_lab.notebook.provenance_magic import ProvenanceMagics
 
         ipython.register_magics(AgentstackMagics, ProvenanceMagics)
+    magics = _magics(ipython)
+    if magics is not None:
+        magics.errors.install()  # Err[n]: each failed cell's traceback, for {Err[n]} in prompts
     if magic_call_transformer not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(magic_call_transformer)
     if await_transformer not in ipython.input_transformers_post:
@@ -538,12 +560,14 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Remove the transformer and close the workspace (the magics stay until the kernel restarts)."""
+    """Remove the transformers and the ``Err`` hook, close the workspace (the magics stay until the kernel restarts)."""
     if await_transformer in ipython.input_transformers_post:
         ipython.input_transformers_post.remove(await_transformer)
     if magic_call_transformer in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(magic_call_transformer)
     magics = _magics(ipython)
-    if magics is not None and magics._workspace is not None:
-        magics._workspace.close()
-        magics._workspace = None
+    if magics is not None:
+        magics.errors.uninstall()
+    from agentstack_lab.workspace import release_shell
+
+    release_shell(ipython)

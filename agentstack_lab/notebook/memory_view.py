@@ -4,7 +4,8 @@ The frame keeps every field for code (``df.content``, ``df.snippet``, ``df.agent
 only its display is curated: key, content beside it (an excerpt of 160 characters; for a search the
 match snippet, matched words highlighted), tags, the score of a search, and the namespace only when
 some row is not in ``default`` (nine rows in ten live there, so the column was noise). ``%memory get``
-shows the whole entry.
+shows the whole entry. A frame whose columns were chosen in code (``hits[["key", "score", "matched"]]``,
+``hits.assign(...)``) displays exactly its own columns, in their order, with the same readable cells.
 
 HTML: the table's markup is ours; every cell is escaped, and the search snippet (HTML from
 :mod:`agentstack_lab.memory.search`: escaped text with ``<mark>`` around matches) goes through the
@@ -58,19 +59,27 @@ def _tags(value: Any) -> str:
 class MemoryFrame(pd.DataFrame):
     """A DataFrame of memory entries or search hits whose display is the readable table above.
 
-    ``memory_kind`` is ``"search"``, ``"list"`` or ``"get"``; a frame whose columns were changed so
-    much that the table cannot be drawn (no ``key`` or ``content``) displays as any DataFrame.
+    ``memory_kind`` is ``"search"``, ``"list"`` or ``"get"``; ``memory_columns`` the columns the
+    magic made. A frame whose columns differ from those displays exactly its own columns; one with no
+    ``key`` or ``content`` column displays as any DataFrame.
     """
 
-    _metadata = ["memory_kind"]
+    _metadata = ["memory_kind", "memory_columns"]
 
     @property
     def _constructor(self) -> type[MemoryFrame]:
         return MemoryFrame
 
+    def _chosen(self) -> bool:
+        """Whether code chose the columns (a selection, a reordering, an added column)."""
+        made = getattr(self, "memory_columns", None)
+        return made is not None and tuple(self.columns) != tuple(made)
+
     def _columns(self) -> list[str] | None:
         if "key" not in self.columns or "content" not in self.columns:
             return None
+        if self._chosen():
+            return [str(c) for c in self.columns]
         cols = ["key", "content", "tags"]
         if getattr(self, "memory_kind", None) == "search" and "score" in self.columns:
             cols.append("score")
@@ -84,16 +93,21 @@ class MemoryFrame(pd.DataFrame):
     def _cell(self, row: Any, col: str, *, as_html: bool) -> str:
         value = row.get(col)
         if col == "content":
-            snippet = row.get("snippet") if getattr(self, "memory_kind", None) == "search" else None
+            curated_search = getattr(self, "memory_kind", None) == "search" and not self._chosen()
+            snippet = row.get("snippet") if curated_search else None
             if isinstance(snippet, str) and snippet:
                 return sanitize_html(snippet) if as_html else _excerpt(plain_snippet(snippet), TEXT_EXCERPT)
             if self._whole():
                 return escape(str(value)) if as_html else str(value)
             return escape(_excerpt(value, EXCERPT)) if as_html else _excerpt(value, TEXT_EXCERPT)
-        if col == "tags":
+        if col == "snippet" and isinstance(value, str):
+            return sanitize_html(value) if as_html else _excerpt(plain_snippet(value), TEXT_EXCERPT)
+        if col in ("tags", "matched"):  # comma-joined in the frame: read as words
             text = _tags(value)
         elif col == "score":
             text = f"{value:.3f}" if isinstance(value, (int, float)) and _present(value) else ""
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            text = ", ".join(map(str, value))
         else:
             text = str(value) if _present(value) else ""
         return escape(text) if as_html else text
@@ -121,7 +135,8 @@ class MemoryFrame(pd.DataFrame):
             return self._empty()
         if self._whole():  # one entry: its fields, then the whole content
             row = records[0]
-            fields = [c for c in cols if c != "content"] + [c for c in ("version", "updated_at") if c in self.columns]
+            fields = [c for c in cols if c != "content"] + [c for c in ("version", "updated_at")
+                                                            if c in self.columns and c not in cols]
             width = max(len(c) for c in fields)
             lines = [f"{c.ljust(width)}  {self._cell(row, c, as_html=False)}" for c in fields]
             return "\n".join([*lines, "", self._cell(row, "content", as_html=False)])
@@ -148,4 +163,5 @@ def memory_frame(records: list[dict[str, Any]], columns: list[str], kind: str) -
             frame[col] = pd.to_datetime(seconds, unit="s", utc=True).dt.tz_convert(None).dt.floor("s")
     out = MemoryFrame(frame)
     out.memory_kind = kind
+    out.memory_columns = tuple(out.columns)
     return out

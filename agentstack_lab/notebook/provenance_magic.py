@@ -20,6 +20,8 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.notebook.args import MagicUsageError, _Parser
 
+SHORT_ID = 8  # characters of a run id shown; %agent_undo takes any unique prefix of 4 or more
+
 if TYPE_CHECKING:
     from agentstack_lab.workspace import Workspace
 
@@ -81,9 +83,18 @@ def parse_undo_line(line: str) -> UndoArgs:
     return UndoArgs(run=ns.run)
 
 
-def run_history(workspace: Workspace, args: HistoryArgs) -> Any:
-    """The history as a DataFrame (columns ``time, run_id, agent, call_id, name, action, before, after``)."""
-    return workspace.provenance(name=args.name, run_id=args.run, limit=args.limit)
+def run_history(workspace: Workspace, args: HistoryArgs, journal: Any = None) -> Any:
+    """The history as a DataFrame that reads at notebook width (:mod:`.history_view`).
+
+    Columns ``time, run_id, agent, call_id, name, action, before, after``, then ``undoable`` (the run
+    can be undone in this kernel: ``journal`` holds its snapshots) and ``undone``.
+    """
+    from agentstack_lab.notebook.history_view import history_frame  # imports pandas
+
+    frame = workspace.provenance(name=args.name, run_id=args.run, limit=args.limit)
+    runs = journal.runs() if journal is not None else []
+    undone = set(journal.runs(undone=True)) - set(runs) if journal is not None else set()
+    return history_frame(frame, undoable=runs, undone=undone)
 
 
 def run_undo(shell: Any, workspace: Workspace, args: UndoArgs) -> str:
@@ -93,15 +104,32 @@ def run_undo(shell: Any, workspace: Workspace, args: UndoArgs) -> str:
         UndoRefusedError: Unknown or ambiguous id, names changed since (named), too big, already undone.
     """
     from agentstack_lab.engine.history import resolve_run, undo_run, workspace_secrets
+    from agentstack_lab.engine.provenance import UndoRefusedError
 
     executor = live_executor(shell)
-    run_id = resolve_run(args.run, workspace.db, executor.journal)
+    try:
+        run_id = resolve_run(args.run, workspace.db, executor.journal)
+    except UndoRefusedError:
+        quiet = _run_without_changes(workspace, args.run)
+        if quiet is None:
+            raise
+        return f"run {quiet[:SHORT_ID]} changed no kernel variables: nothing to undo"
     changes = undo_run(executor, workspace.db, run_id, secrets=workspace_secrets(workspace))
     removed = sorted(c.name for c in changes if c.action == "removed")
     restored = sorted(c.name for c in changes if c.action == "restored")
     parts = ([f"removed {', '.join(removed)}"] if removed else []) + (
         [f"restored {', '.join(restored)}"] if restored else [])
-    return f"undid run {run_id}: {'; '.join(parts)}"
+    return f"undid run {run_id[:SHORT_ID]}: {'; '.join(parts)}"
+
+
+def _run_without_changes(workspace: Workspace, ref: str) -> str | None:
+    """The id of the workspace run ``ref`` names when it exists but recorded no variable changes, else ``None``."""
+    from agentstack_lab.engine.activity import resolve_run
+
+    try:
+        return resolve_run(workspace.db, ref)
+    except AgentstackError:  # unknown, too short, ambiguous: the undo's own refusal says it better
+        return None
 
 
 def kernel_journal(shell: Any) -> Any:
@@ -135,19 +163,15 @@ class ProvenanceMagics(Magics):
         self.journal: Any = None
 
     def _workspace(self) -> Workspace:
-        assert self.shell is not None   # IPython registers magics with their shell
-        agent = self.shell.magics_manager.registry.get("AgentstackMagics")
-        if agent is not None:
-            return agent.workspace
-        from agentstack_lab.workspace import Workspace
+        from agentstack_lab.workspace import for_shell
 
-        return Workspace.open()
+        return for_shell(self.shell)
 
     @line_magic
     def agent_history(self, line: str) -> Any:
         """What agents did to kernel variables: ``%agent_history [NAME] [--run RUN_ID] [--limit N]``."""
         try:
-            return run_history(self._workspace(), parse_history_line(line))
+            return run_history(self._workspace(), parse_history_line(line), kernel_journal(self.shell))
         except MagicUsageError as exc:
             if exc.help:
                 print(exc)
