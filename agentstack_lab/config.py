@@ -287,7 +287,9 @@ class ApprovalRuleConfig(_Section):
     """
 
     id: str = Field(min_length=1, max_length=80)
-    action: Literal["allow", "ask", "deny"]
+    # dry_run_then_allow: run the code in a sandboxed fork of the kernel first; allow it only if that run was
+    # clean (finished, no error, nothing refused), else ask a person (never auto-approved)
+    action: Literal["allow", "ask", "deny", "dry_run_then_allow"]
     any_of: list[CodeClass] | None = None
     only: list[CodeClass] | None = None
     code: str | None = None

@@ -20,7 +20,10 @@ from agentstack_lab.workspace import Workspace
 
 pytestmark = pytest.mark.slow
 
-CODE = "data.append(4)\ntotal = sum(data)\nprint('total', total)\ntry:\n    open('/etc/agentstack-probe', 'w')\nexcept OSError:\n    pass\n"
+# the path is built at run time, so the approval rules cannot see it leaves the folder (a literal one is denied
+# by deny-write-outside before any card): the card asks, and the dry run shows the sandbox refusing the write
+CODE = ("data.append(4)\ntotal = sum(data)\nprint('total', total)\ntry:\n    open('/etc/' + 'agentstack-probe', 'w')\n"
+        "except OSError:\n    pass\n")
 NO = {"needs_clarification": False, "has_question": False}
 
 
@@ -103,3 +106,42 @@ async def test_executors_without_a_dry_run_say_so_and_config_checks_the_field(tm
         await SubprocessExecutor().dry_run("x = 1")
     with pytest.raises(ConfigError, match="dry_run"):
         Config.from_dict({"approval": {"dry_run": "sometimes"}})
+
+
+def _policy_workspace(tmp_path) -> Workspace:
+    rules = [{"id": "try-changes", "action": "dry_run_then_allow", "any_of": ["rebinds", "mutates", "unknown"]}]
+    return Workspace.open(tmp_path / "ws", config=Config.from_dict({"approval": {"rules": rules}}), announce=False)
+
+
+async def test_dry_run_then_allow_runs_clean_code_without_asking(tmp_path):
+    ns = {"data": [1, 2, 3]}
+    with _policy_workspace(tmp_path) as ws:
+        run = AgentRun("sum it", workspace=ws, provider=_model("data.append(4)\ntotal = sum(data)"),
+                       executor=LiveKernelExecutor(namespace=ns), options={"on_query": "fail"})
+        await run
+        assert not [e for e in run.events if isinstance(e, UserQuery)]      # nobody was asked
+        (decision,) = ws.decisions.list(run=run.run_id)
+        assert (decision.answered_by, decision.answer) == ("rule:try-changes", {"approved": True})
+        dry = decision.metadata["verdict"]["dryRun"]
+        assert dry["clean"] and {c["name"] for c in dry["changes"]} == {"data", "total"}
+    assert ns["data"] == [1, 2, 3, 4] and ns["total"] == 10                # then it ran for real, once
+
+
+async def test_dry_run_then_allow_asks_a_person_when_the_sandbox_refused_something_even_under_auto_approve(tmp_path):
+    ns = {"data": [1, 2, 3]}
+    with _policy_workspace(tmp_path) as ws:
+        run = AgentRun("sum it", workspace=ws, provider=_model(CODE), executor=LiveKernelExecutor(namespace=ns),
+                       options={"auto_approve": True})
+        cards: list[UserQuery] = []
+
+        def on_event(ev):
+            if isinstance(ev, UserQuery) and ev.kind == "approval":
+                cards.append(ev)
+                run.respond(ev.query_id, "reject")
+
+        run.subscribe(on_event)
+        await run
+        (card,) = cards                                                      # auto_approve did not answer it
+        assert "dry run was not clean" in card.options["why"] and "open" in card.options["why"]
+        assert card.options["dryRun"]["refused"][0]["target"] == "'/etc/agentstack-probe'"
+    assert ns == {"data": [1, 2, 3]}

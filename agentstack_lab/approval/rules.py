@@ -24,7 +24,7 @@ from agentstack_lab.config import DEFAULT_RULE_IDS, ApprovalConfig, ApprovalRule
 
 __all__ = ["Action", "Rule", "Verdict", "ApprovalPolicy", "BUILTIN_DENIES", "DEFAULT_RULES"]
 
-Action = Literal["allow", "ask", "deny"]
+Action = Literal["allow", "ask", "deny", "dry_run_then_allow"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,7 +3,9 @@
 The python tool's approval: the approval rules (:mod:`agentstack_lab.approval`) go first. ``allow`` runs
 the code and ``deny`` refuses it (the result names the rule), each recorded as a decision answered by
 ``rule:<id>``; ``ask`` asks a person, unless the run has ``auto_approve`` (which answers only the asks:
-a built-in or configured deny still refuses).
+a built-in or configured deny still refuses). ``dry_run_then_allow`` runs the code in a sandboxed fork of
+the kernel first (:mod:`~agentstack_lab.engine.sandbox`): a clean dry run allows it, anything else asks a
+person even under ``auto_approve``.
 
 Every tool call gets exactly one ``tool-result``, also when it fails closed (a headless run with
 no approval: the result carries the error, then the run fails). Everything a tool returns is
@@ -14,6 +16,7 @@ run only through :class:`~agentstack_lab.engine.context.AgentContext`.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.options import HeadlessQueryError
@@ -128,14 +131,27 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
         return None, "python: input needs a non-empty 'code' string"
     edited = False
     verdict = ctx.approval_verdict(code)
+    dry: dict[str, Any] | None = None
+    must_ask = False   # a policy dry run that was not clean: a person decides, auto_approve does not
+    if verdict.action == "dry_run_then_allow":
+        if not ctx.executor.supports_dry_run:
+            must_ask, why = True, f"rule {verdict.rule} needs a dry run, which this executor cannot do"
+        else:
+            report: dict[str, Any] = redact((await ctx.executor.dry_run(code, secrets=hidden)).to_dict(), hidden)
+            dry, must_ask = report, not report.get("clean")
+            why = (f"rule {verdict.rule}: the dry run was clean" if not must_ask else
+                   f"rule {verdict.rule}: the dry run was not clean ({_unclean(report)})")
+        verdict = replace(verdict, action="ask" if must_ask else "allow", reason=why)
     if verdict.action in ("allow", "deny"):   # a rule decided: recorded as decided by it, nobody is asked
         shown = redact(verdict.to_dict(), hidden)
+        if dry is not None:
+            shown["dryRun"] = dry
         ctx.record_rule_decision(node, _APPROVAL_PROMPT, redact(code, hidden), shown)
         if verdict.action == "deny":
             return {"text": f"Refused by approval rule {verdict.rule}: {shown['reason']}. This code will not run; "
                             "do it another way without that, or explain to the user what you need.",
                     "rule": verdict.rule, "classes": verdict.classes}, f"denied by approval rule {verdict.rule}"
-    elif not ctx.options.auto_approve:
+    elif must_ask or not ctx.options.auto_approve:
         details: dict[str, Any] = {"code": redact(code, hidden), "toolUseId": call.id, "classes": verdict.classes,
                                    "why": redact(verdict.reason, hidden)}
         if verdict.rule is not None:
@@ -143,7 +159,9 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
         too_big = ctx.executor.undo_plan(code)
         if too_big:  # the card says so before the person approves: undo could not restore these
             details["notSnapshotted"] = too_big
-        if ctx.executor.dry_run_first and ctx.executor.supports_dry_run:  # what it would do, shown on the card
+        if dry is not None:
+            details["dryRun"] = dry
+        elif ctx.executor.dry_run_first and ctx.executor.supports_dry_run:  # what it would do, shown on the card
             details["dryRun"] = redact((await ctx.executor.dry_run(code, secrets=hidden)).to_dict(), hidden)
         asked: str = code
         answer = await ctx.ask_user(node, "approval", _APPROVAL_PROMPT, details,
@@ -164,6 +182,18 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
     if edited:
         out["code"] = redact(code, hidden)
     return out, redact(result.error, hidden)
+
+
+def _unclean(dry: dict[str, Any]) -> str:
+    """Why a dry run was not clean, in a few words."""
+    items: list[Any] = dry.get("refused") or []
+    refused = [f"{as_dict(r).get('call')} {as_dict(r).get('target', '')}".strip() for r in items]
+    parts = [f"it ended: {dry.get('ended')}"] if dry.get("ended") != "finished" else []
+    if dry.get("error"):
+        parts.append(f"error: {str(dry['error']).splitlines()[-1][:120]}")
+    if refused:
+        parts.append("the sandbox refused " + ", ".join(refused[:3]) + (" …" if len(refused) > 3 else ""))
+    return "; ".join(parts) or "no report"
 
 
 def _memory(ctx: AgentContext, node: AgentNode) -> Any:
