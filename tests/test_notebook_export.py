@@ -1,0 +1,111 @@
+"""Headless notebooks export readably: ``jupyter nbconvert --to html`` and ``--to markdown`` show the final tree.
+
+A real kernel runs a background ``%agent`` (the default) and a ``--wait`` one on the offline scripted
+provider (nbclient, widget state stored as papermill and ``nbconvert --execute`` store it); the real
+``jupyter nbconvert`` of the venv then exports the executed notebook.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
+
+from agentstack_lab.notebook.snapshot import SNAPSHOT_MIME
+
+pytestmark = pytest.mark.slow
+
+JUPYTER = Path(sys.executable).with_name("jupyter")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+CELLS = {
+    "setup": "%load_ext agentstack_lab",
+    "background": "bg = %agent --auto-approve --provider scripted Which month had the most sales?\nbg",
+    "await": "_ = await bg.wait()",
+    "waited": "waited = %agent --wait --auto-approve --provider scripted How are sales trending?",
+    "record": ("import json, pathlib\n"
+               "_ = pathlib.Path('runs.json').write_text(json.dumps({r: {'status': v.status, 'result': v.result, "
+               "'tree': v.tree} for r, v in (('bg', bg), ('waited', waited))}))"),
+}
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    work = tmp_path_factory.mktemp("export")
+    nb = new_notebook(cells=[new_code_cell(src, metadata={"tags": [tag]}) for tag, src in CELLS.items()])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
+                   resources={"metadata": {"path": str(work)}}).execute()
+    path = work / "executed.ipynb"
+    nbformat.write(nb, path)
+    runs = json.loads((work / "runs.json").read_text("utf-8"))
+    return work, path, runs
+
+
+def _outputs(nb, tag):
+    return next(c for c in nb.cells if tag in c.metadata.get("tags", [])).outputs
+
+
+def _export(path: Path, to: str) -> str:
+    done = subprocess.run([str(JUPYTER), "nbconvert", "--to", to, "--output", f"exported-{to}", str(path)],
+                          capture_output=True, text=True, timeout=240, cwd=path.parent)
+    assert done.returncode == 0, done.stderr
+    (out,) = path.parent.glob(f"exported-{to}.*")
+    return out.read_text("utf-8")
+
+
+def test_the_runs_completed_and_the_notebook_is_valid(executed):
+    _work, path, runs = executed
+    nbformat.validate(nbformat.read(path, as_version=4))
+    assert {name: run["status"] for name, run in runs.items()} == {"bg": "completed", "waited": "completed"}
+    assert all(run["result"] for run in runs.values())
+
+
+@pytest.mark.parametrize("tag", ["background", "waited"])
+def test_each_run_output_holds_its_final_tree_and_no_widget(executed, tag):
+    _work, path, runs = executed
+    (out,) = [o for o in _outputs(nbformat.read(path, as_version=4), tag) if "data" in o]
+    data = out["data"]
+    assert WIDGET_VIEW not in data and "text/html" not in data  # nbconvert would take either over the Markdown
+    snap = data[SNAPSHOT_MIME]
+    run = runs["bg" if tag == "background" else "waited"]
+    assert snap["final"] is True and snap["roots"][0]["status"] == "completed"
+    assert snap["roots"][0]["result"] == run["result"]
+    usage = run["tree"]["usage"]
+    assert snap["roots"][0]["usage"]["outputTokens"] == int(usage.get("output_tokens") or usage["outputTokens"])
+    assert data["text/plain"].startswith("✓ ") and "[completed]" in data["text/plain"].splitlines()[0]
+    assert run["result"].splitlines()[0] in data["text/markdown"]
+
+
+def _answer_lines(runs):
+    return [run["result"].strip().splitlines()[0] for run in runs.values()]
+
+
+def test_markdown_export_shows_the_final_trees_as_markdown(executed):
+    _work, path, runs = executed
+    md = _export(path, "markdown")
+    assert "<div" not in md.lower() and "<style" not in md.lower()
+    assert md.count("[completed]") >= 2 and "pending" not in md and "0 in / 0 out" not in md
+    for line in _answer_lines(runs):
+        assert line in md
+    assert md.count("**Agent tree**") == 2
+
+
+def test_html_export_shows_the_final_trees(executed):
+    _work, path, runs = executed
+    page = _export(path, "html")
+    # what a reader sees: the body without scripts (the stored widget state) and styles
+    body = re.sub(r"<(script|style)\b.*?</\1>", "", page[page.index("<body"):], flags=re.S)
+    text = html.unescape(re.sub(r"<[^>]+>", "", body))
+    assert text.count("[completed]") >= 2 and "pending" not in text and "0 in / 0 out" not in text
+    for line in _answer_lines(runs):
+        assert line in text
+    assert text.count("Agent tree") == 2
+    assert f'<script type="{WIDGET_VIEW}">' not in page  # no widget view to draw as an empty area
