@@ -20,19 +20,24 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
 from agentstack_lab.notebook.snapshot import SNAPSHOT_MIME
+from tests.notebook_helpers import ASKING_PROVIDER
 
 pytestmark = pytest.mark.slow
 
 JUPYTER = Path(sys.executable).with_name("jupyter")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 CELLS = {
-    "setup": "%load_ext agentstack_lab",
+    "setup": "%load_ext agentstack_lab\n" + ASKING_PROVIDER,
     "background": "bg = %agent --auto-approve --provider scripted Which month had the most sales?\nbg",
     "await": "_ = await bg.wait()",
     "waited": "waited = %agent --wait --auto-approve --provider scripted How are sales trending?",
+    # an answer carrying HTML: the exports must keep it inert
+    "asked": "asked = %agent --wait --auto-approve --provider @asking --no-subagents --answer clarification=2023 "
+             "What was the best year?",
     "record": ("import json, pathlib\n"
                "_ = pathlib.Path('runs.json').write_text(json.dumps({r: {'status': v.status, 'result': v.result, "
-               "'tree': v.tree} for r, v in (('bg', bg), ('waited', waited))}))"),
+               "'tree': v.tree} for r, v in (('bg', bg), ('waited', waited), ('asked', asked))}))"),
 }
 
 
@@ -64,18 +69,18 @@ def _export(path: Path, to: str) -> str:
 def test_the_runs_completed_and_the_notebook_is_valid(executed):
     _work, path, runs = executed
     nbformat.validate(nbformat.read(path, as_version=4))
-    assert {name: run["status"] for name, run in runs.items()} == {"bg": "completed", "waited": "completed"}
+    assert {name: run["status"] for name, run in runs.items()} == dict.fromkeys(("bg", "waited", "asked"), "completed")
     assert all(run["result"] for run in runs.values())
 
 
-@pytest.mark.parametrize("tag", ["background", "waited"])
+@pytest.mark.parametrize("tag", ["background", "waited", "asked"])
 def test_each_run_output_holds_its_final_tree_and_no_widget(executed, tag):
     _work, path, runs = executed
     (out,) = [o for o in _outputs(nbformat.read(path, as_version=4), tag) if "data" in o]
     data = out["data"]
     assert WIDGET_VIEW not in data and "text/html" not in data  # nbconvert would take either over the Markdown
     snap = data[SNAPSHOT_MIME]
-    run = runs["bg" if tag == "background" else "waited"]
+    run = runs[{"background": "bg"}.get(tag, tag)]
     assert snap["final"] is True and snap["roots"][0]["status"] == "completed"
     assert snap["roots"][0]["result"] == run["result"]
     usage = run["tree"]["usage"]
@@ -92,20 +97,27 @@ def test_markdown_export_shows_the_final_trees_as_markdown(executed):
     _work, path, runs = executed
     md = _export(path, "markdown")
     assert "<div" not in md.lower() and "<style" not in md.lower()
-    assert md.count("[completed]") >= 2 and "pending" not in md and "0 in / 0 out" not in md
+    assert md.count("[completed]") >= 3 and "pending" not in md and "0 in / 0 out" not in md
     for line in _answer_lines(runs):
         assert line in md
-    assert md.count("**Agent tree**") == 2
+    assert md.count("**Agent tree**") == 3
 
 
 def test_html_export_shows_the_final_trees(executed):
     _work, path, runs = executed
     page = _export(path, "html")
-    # what a reader sees: the body without scripts (the stored widget state) and styles
-    body = re.sub(r"<(script|style)\b.*?</\1>", "", page[page.index("<body"):], flags=re.S)
-    text = html.unescape(re.sub(r"<[^>]+>", "", body))
-    assert text.count("[completed]") >= 2 and "pending" not in text and "0 in / 0 out" not in text
+    body = page[page.index("<body"):]
+    # the model's HTML is text on the page, never markup (the stored widget state holds it as JSON data)
+    state = f'<script type="{WIDGET_STATE}">'
+    assert body.count(state) == 1
+    outside_state = body[:body.index(state)] + body[body.index("</script>", body.index(state)):]
+    assert "<script>alert" not in outside_state and "<img src=x" not in outside_state
+    assert "&lt;script&gt;alert(" in outside_state
+    # what a reader sees: the body without scripts and styles
+    visible = re.sub(r"<(script|style)\b.*?</\1>", "", body, flags=re.S)
+    text = html.unescape(re.sub(r"<[^>]+>", "", visible))
+    assert text.count("[completed]") >= 3 and "pending" not in text and "0 in / 0 out" not in text
     for line in _answer_lines(runs):
         assert line in text
-    assert text.count("Agent tree") == 2
+    assert text.count("Agent tree") == 3
     assert f'<script type="{WIDGET_VIEW}">' not in page  # no widget view to draw as an empty area
