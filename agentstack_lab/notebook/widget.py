@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -612,11 +613,14 @@ class AgentTree(W.VBox):
         return tree_to_text(self.state.to_tree())
 
     def watched(self) -> bool:
-        """Whether a front end can show this widget: a view of it was shown, or a widget manager connected.
+        """Whether a front end shows this widget: a view of it was shown, or one may be soon.
 
-        Headless executors (nbclient, papermill, ``workflow run``) do neither.
+        One may be when the kernel is a Jupyter Server session's (JupyterLab, Notebook 7:
+        ``JPY_SESSION_NAME``) or a widget manager connected to it. Headless executors (nbclient, papermill, ``workflow run``) do none of these. A view's report
+        arrives once the front end drew it, after a run of a few hundred milliseconds may have ended.
         """
-        return self.views > 0 or getattr(W.Widget, "_control_comm", None) is not None
+        return (self.views > 0 or bool(os.environ.get("JPY_SESSION_NAME"))
+                or getattr(W.Widget, "_control_comm", None) is not None)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         """The widget and the static snapshot; a run that ended unwatched: the snapshot's Markdown and text only.
