@@ -616,8 +616,9 @@ class AgentTree(W.VBox):
         """Whether a front end shows this widget: a view of it was shown, or one may be soon.
 
         One may be when the kernel is a Jupyter Server session's (JupyterLab, Notebook 7:
-        ``JPY_SESSION_NAME``) or a widget manager connected to it. Headless executors (nbclient, papermill, ``workflow run``) do none of these. A view's report
-        arrives once the front end drew it, after a run of a few hundred milliseconds may have ended.
+        ``JPY_SESSION_NAME``) or a widget manager connected to it; headless executors (nbclient,
+        papermill, ``workflow run``) do none of these. A view is reported once the front end drew
+        it, which may be after a run of a few hundred milliseconds ended.
         """
         return (self.views > 0 or bool(os.environ.get("JPY_SESSION_NAME"))
                 or getattr(W.Widget, "_control_comm", None) is not None)
