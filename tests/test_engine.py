@@ -570,3 +570,18 @@ async def test_a_cancelled_event_log_flush_ends_its_write_before_it_gives_way(ws
     finally:
         if elog._heartbeat is not None:
             elog._heartbeat.stop()
+
+
+async def test_done_callbacks_run_once_the_run_ended_whenever_they_were_added(ws):
+    ended = []
+    run = AgentRun("root", workspace=ws, provider=ScriptedProvider(brain()), options=RunOptions(auto_approve=True))
+    run.add_done_callback(lambda r: ended.append(("before start", r.done, r.status)))
+    run.start()
+    run.add_done_callback(lambda r: ended.append(("while running", r.done, r.status)))
+    assert ended == []
+    await run.wait()
+    await asyncio.sleep(0)  # callbacks are scheduled on the loop when the task ends
+    run.add_done_callback(lambda r: ended.append(("after the end", r.done, r.status)))
+    assert [e[0] for e in ended] == ["before start", "while running"]
+    await asyncio.sleep(0)
+    assert ended == [(when, True, "completed") for when in ("before start", "while running", "after the end")]

@@ -220,7 +220,7 @@ def test_saved_notebook_reopened_without_its_kernel_shows_final_trees(lab, page)
     page.wait_for_function("window.__nb.sessionContext.session?.kernel", timeout=90_000)
     page.evaluate("async () => { window.jupyterapp.shell.activateById(window.__nb.id);"
                   " await window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    # both runs end; the background one's output is finalised by the extension (its kernel cannot update it)
+    # both runs end; the extension finalises the snapshot of the background one's output from the server
     page.wait_for_function("""() => {
         const nb = window.__nb.content.model;
         let final = 0;
@@ -229,6 +229,18 @@ def test_saved_notebook_reopened_without_its_kernel_shows_final_trees(lab, page)
           for (let j = 0; j < c.outputs.length; j++) {
             const s = c.outputs.get(j).data['application/vnd.agentstack.tree+json'];
             if (s && s.final && s.roots[0].status === 'completed') final++; } }
+        return final === 2; }""", timeout=90_000)
+    # and the kernel rewrote every representation of both outputs with the final tree (display id update)
+    page.wait_for_function("""() => {
+        const nb = window.__nb.content.model;
+        let final = 0;
+        for (let i = 0; i < nb.cells.length; i++) { const c = nb.cells.get(i);
+          if (c.type !== 'code') continue;
+          for (let j = 0; j < c.outputs.length; j++) { const d = c.outputs.get(j).data;
+            if (!d['application/vnd.agentstack.tree+json']) continue;
+            const md = d['text/markdown'] || '', html = d['text/html'] || '';
+            if (md.includes('[completed]') && !md.includes('[pending]') && html.includes('s-completed')
+                && !html.includes('s-pending') && d['application/vnd.jupyter.widget-view+json']) final++; } }
         return final === 2; }""", timeout=90_000)
     live = page.locator(".agentstack-tree")
     expect(live).to_have_count(2)  # with the kernel, the live widgets are the view

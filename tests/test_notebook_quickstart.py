@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentstack_lab.demo import cell_text, run_quickstart
+from agentstack_lab.notebook.snapshot import SNAPSHOT_MIME
 from tests.notebook_helpers import node_summary, valid_notebook, widget_models
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +40,9 @@ def test_quickstart_runs_headless_with_final_widget_state(workdir):
     assert "<script" not in str(state)
 
     tree_out = _outputs(nb, "agent-tree")[0]
-    assert tree_out["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] in state
+    # no front end drew the widget: the saved output is the final snapshot, which nbconvert exports as Markdown
+    assert "application/vnd.jupyter.widget-view+json" not in tree_out["data"]
+    assert tree_out["data"][SNAPSHOT_MIME]["final"] is True
     text = tree_out["data"]["text/plain"].splitlines()
     assert text[0].startswith("✓ researcher [completed] How are sales trending in `df`?")
     assert sum(line.lstrip("│├└─ ").startswith("✓ ") for line in text) == 4

@@ -207,6 +207,36 @@ def test_mimebundle_has_text_fallbacks(sent):
     assert "````text\nA ```fenced``` answer <script>\n````" in bundle["text/markdown"]
 
 
+class _Run:
+    """The two things the tree's display reads of its run."""
+
+    id = "run-1"
+
+    def __init__(self, done):
+        self.done = done
+
+
+@pytest.mark.parametrize("done, views, widget", [(False, 0, True), (True, 1, True), (True, 0, False)])
+def test_a_run_that_ended_unwatched_is_shown_as_its_snapshot_alone(sent, monkeypatch, done, views, widget):
+    import ipywidgets
+
+    monkeypatch.setattr(ipywidgets.Widget, "_control_comm", None)  # no widget manager ever connected
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)  # nor a Jupyter Server session started the kernel
+    tree = AgentTree().extend([state("root", "running", type="researcher", prompt="q"),
+                               AgentCompleted(agent_id="root", result="the answer")])
+    tree.run, tree.views = _Run(done), views
+    bundle = tree._repr_mimebundle_()
+    assert ("application/vnd.jupyter.widget-view+json" in bundle) is widget
+    assert ("text/html" in bundle) is widget  # nbconvert --to markdown would take HTML over the Markdown
+    assert bundle["application/vnd.agentstack.tree+json"]["runId"] == "run-1"
+    assert "the answer" in bundle["text/markdown"] and bundle["text/plain"].startswith("✓ researcher [completed]")
+    monkeypatch.setenv("JPY_SESSION_NAME", "/work/analysis.ipynb")  # JupyterLab's kernel, before any view
+    assert "application/vnd.jupyter.widget-view+json" in tree._repr_mimebundle_()
+    monkeypatch.delenv("JPY_SESSION_NAME")
+    monkeypatch.setattr(ipywidgets.Widget, "_control_comm", object())  # a front end's widget manager connected
+    assert "application/vnd.jupyter.widget-view+json" in tree._repr_mimebundle_()
+
+
 def test_header_usage_elapsed_toggle_and_stop(sent):
     clock = Clock()
     stops = []

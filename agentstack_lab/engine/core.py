@@ -117,6 +117,7 @@ class RunCore:
         self.decision_store: Decisions | None = None  # the workspace's Decisions when it has a database
         self.resume_events: dict[str, asyncio.Event] = {}
         self.task: asyncio.Task[None] | None = None
+        self.done_callbacks: list[Callable[[asyncio.Task[None]], object]] = []  # attached to the task at start
         self.loop: asyncio.AbstractEventLoop | None = None
         self.coordination: Any = None  # engine/coordinate.py, when options.coordinate queues subquestions
         self.monitor: Any = None  # the resource-exhaustion monitor (monitoring/resources.py), set at begin
@@ -564,6 +565,9 @@ class RunCore:
             self.loop = asyncio.get_running_loop()
             self._begin()
             self.task = self.loop.create_task(self._main(), name=f"agentstack-run-{self.run_id[:8]}")
+            for callback in self.done_callbacks:
+                self.task.add_done_callback(callback)
+            self.done_callbacks.clear()
 
     def _start_session(self) -> None:
         if self.session_id is not None:

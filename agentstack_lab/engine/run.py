@@ -221,6 +221,21 @@ class AgentRun:
             raise self._core.failure
         return self.result
 
+    def add_done_callback(self, callback: Callable[[AgentRun], object]) -> None:
+        """Call ``callback(run)`` on the loop once the run has ended (soon, if it has already).
+
+        A run not started yet calls it once the run it starts has ended.
+        """
+
+        def done(_task: asyncio.Task[None]) -> None:
+            callback(self)
+
+        task = self._core.task
+        if task is None:
+            self._core.done_callbacks.append(done)
+        else:
+            task.add_done_callback(done)
+
     def __aiter__(self) -> AsyncIterator[OutboundEvent]:
         return self.stream()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import logging
 import re
 import sys
 import weakref
@@ -44,6 +45,8 @@ __all__ = [
     "display_run",
     "agent_tree",
 ]
+
+log = logging.getLogger(__name__)
 
 _ENGINE_MODULES = ("agentstack_lab.engine.run", "agentstack_lab.engine")
 
@@ -312,13 +315,47 @@ def agent_awaitable(shell: Any, line: str, cell: str | None = None) -> Any:
 
 def _show_live(shell: Any, run: Any) -> None:
     """``--wait``: show the live tree now, while the cell blocks (the finished run then shows nothing more)."""
-    from IPython.display import display
-
     if shell is None or getattr(shell, "display_formatter", None) is None:
         return
     tree = agent_tree(run, shell)
-    tree.handle = display(tree, display_id=True)
+    _display_tree(tree)
     tree.shown_in = _cell_request(shell)[2]
+
+
+def _display_tree(tree: Any) -> None:
+    """Show ``tree`` under its one display id, so the end of the run rewrites every output showing it."""
+    from IPython.display import display
+
+    handle = getattr(tree, "handle", None)
+    shown = display(tree, display_id=handle.display_id if handle is not None else True)
+    if handle is None:
+        tree.handle = shown
+
+
+def _update_at_end(run: Any, tree: Any) -> None:
+    """Once ``run`` ends, rewrite its outputs with the final tree (widget and every static representation)."""
+    if getattr(tree, "updates_at_end", False) or run.done:
+        return
+    tree.updates_at_end = True
+    run.add_done_callback(lambda _run: _publish_final(tree))
+
+
+def _publish_final(tree: Any) -> None:
+    """Update the tree's outputs, sent as output of the request the kernel handles now.
+
+    The run's task inherited the starting cell's request; a headless executor (nbclient) reads only
+    the output of the cell it is running, and applies a display update to every earlier output with
+    that display id. In a fresh context the kernel's display publisher falls back to its latest request.
+    """
+    import contextvars
+
+    handle = getattr(tree, "handle", None)
+    if handle is None:
+        return
+    try:
+        contextvars.Context().run(handle.update, tree)
+    except Exception:  # a view problem must never break the loop's callbacks
+        log.exception("agentstack-lab: could not rewrite the finished run's output")
 
 
 def _refresh_live(run: Any) -> None:
@@ -454,10 +491,10 @@ def agent_tree(run: Any, shell: Any = None) -> Any:
 def display_run(run: Any) -> bool:
     """IPython display hook for ``AgentRun``: the live widget, with text/Markdown fallbacks.
 
-    A run whose tree this cell already shows (``--wait``) is not drawn a second time.
+    A run whose tree this cell already shows (``--wait``) is not drawn a second time. Every output of
+    the tree is rewritten when the run ends, so a saved notebook holds the final tree.
     """
     from IPython import get_ipython
-    from IPython.display import display
 
     shell = get_ipython()
     magics = _magics(shell)
@@ -467,7 +504,8 @@ def display_run(run: Any) -> bool:
     msg = _cell_request(shell)[2] if shell is not None else None
     if msg is not None and getattr(tree, "shown_in", None) == msg:
         return True
-    display(tree)
+    _display_tree(tree)
+    _update_at_end(run, tree)
     return True
 
 

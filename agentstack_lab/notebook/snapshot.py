@@ -4,9 +4,11 @@ Every ``%agent`` output carries, next to the live widget, the MIME type
 ``application/vnd.agentstack.tree+json`` (rendered by the lab extension, ranked before the widget so
 a reopened notebook shows the tree instead of "model not found"; while the widget's model is live
 the extension shows the widget), plus ``text/html`` and ``text/markdown`` for Notebook 7 without
-the extension, VS Code, GitHub and nbviewer. The snapshot is bounded: prompts are cut at 2,000
-characters, results at 20,000 and streamed text at 4,000 per agent, so a 10,000-delta run adds a
-few KB, not the whole transcript, to the notebook file.
+the extension, VS Code, GitHub and nbviewer. A run that ends with no front end showing its tree
+(nbclient, papermill, ``agentstack-lab workflow run``) leaves only the snapshot, Markdown and text in
+its output, so ``jupyter nbconvert --to html`` and ``--to markdown`` both show the final tree. The
+snapshot is bounded: prompts are cut at 2,000 characters, results at 20,000 and streamed text at
+4,000 per agent, so a 10,000-delta run adds a few KB, not the whole transcript, to the notebook file.
 """
 
 from __future__ import annotations
@@ -79,11 +81,18 @@ def snapshot_html(snap: dict[str, Any]) -> str:
     return f'{style}<div class="agentstack-saved">{"".join(node_html(r) for r in snap["roots"])}</div>'
 
 
-def snapshot_bundle(tree: Any, *, run_id: str | None) -> dict[str, Any]:
-    """Every static representation of a tree: the custom MIME type, HTML, Markdown and plain text."""
+def snapshot_bundle(tree: Any, *, run_id: str | None, html: bool = True) -> dict[str, Any]:
+    """The static representations of a tree: the custom MIME type, HTML, Markdown and plain text.
+
+    ``html=False`` leaves the HTML out, for outputs no front end is watching (a headless run):
+    ``jupyter nbconvert --to markdown`` takes ``text/html`` before ``text/markdown``, so only without
+    it does the Markdown export read as Markdown; ``--to html`` then renders the Markdown.
+    """
     snap = snapshot(tree, run_id=run_id)
-    return {SNAPSHOT_MIME: snap, "text/html": snapshot_html(snap), "text/markdown": tree_to_markdown(tree),
-            "text/plain": tree_to_text(tree)}
+    bundle = {SNAPSHOT_MIME: snap, "text/markdown": tree_to_markdown(tree), "text/plain": tree_to_text(tree)}
+    if html:
+        bundle["text/html"] = snapshot_html(snap)
+    return bundle
 
 
 class SavedRun:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -611,12 +612,28 @@ class AgentTree(W.VBox):
     def to_text(self) -> str:
         return tree_to_text(self.state.to_tree())
 
+    def watched(self) -> bool:
+        """Whether a front end shows this widget: a view of it was shown, or one may be soon.
+
+        One may be when the kernel is a Jupyter Server session's (JupyterLab, Notebook 7:
+        ``JPY_SESSION_NAME``) or a widget manager connected to it; headless executors (nbclient,
+        papermill, ``workflow run``) do none of these. A view is reported once the front end drew
+        it, which may be after a run of a few hundred milliseconds ended.
+        """
+        return (self.views > 0 or bool(os.environ.get("JPY_SESSION_NAME"))
+                or getattr(W.Widget, "_control_comm", None) is not None)
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The widget and the static snapshot; a run that ended unwatched: the snapshot's Markdown and text only.
+
+        The widget's view (and ``text/html``) would win over the Markdown in ``jupyter nbconvert``'s
+        exports of a headless run, where no widget manager ever drew it.
+        """
         self.flush()
-        data = super()._repr_mimebundle_(**kwargs) or {}
-        tree = self.state.to_tree()
         from agentstack_lab.notebook.snapshot import snapshot_bundle
 
+        live = not getattr(self.run, "done", False) or self.watched()
+        data = (super()._repr_mimebundle_(**kwargs) or {}) if live else {}
         # the static snapshot too (custom MIME, HTML, Markdown, text): a saved notebook shows the tree without a kernel
-        data.update(snapshot_bundle(tree, run_id=getattr(self.run, "id", None)))
+        data.update(snapshot_bundle(self.state.to_tree(), run_id=getattr(self.run, "id", None), html=live))
         return data

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from agentstack_lab.workflows.model import Verdict
 
 __all__ = ["ERROR_MARKER_TAG", "REPORT_MIME", "PapermillMetadata", "RunResult", "add_error_markers", "default_output_path",
-           "remove_error_markers", "run_notebook"]
+           "keep_shown_widgets", "remove_error_markers", "run_notebook"]
 
 REPORT_MIME = "application/vnd.agentstack.workflow-report+json"
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -190,6 +191,37 @@ class PapermillMetadata:
 
 ERROR_MARKER_TAG = "papermill-error-cell-tag"
 _ERROR_STYLE = 'style="color:red; font-family:Helvetica Neue, Helvetica, Arial, sans-serif; font-size:2em;"'
+
+
+_WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_MODEL_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def keep_shown_widgets(nb: Any) -> None:
+    """Keep the saved state of the widgets an output shows (and the models they use); drop the rest.
+
+    A widget no output shows (an ``%agent`` tree whose output became its final snapshot) would only
+    grow the file, and make ``jupyter nbconvert --to html`` load a widget renderer for nothing.
+    """
+    widgets = nb.metadata.get("widgets") or {}
+    state = (widgets.get(_WIDGET_STATE) or {}).get("state")
+    if not state:
+        return
+    todo = [out["data"][_WIDGET_VIEW].get("model_id") for cell in nb.cells for out in cell.get("outputs", [])
+            if _WIDGET_VIEW in (out.get("data") or {})]
+    keep: set[str] = set()
+    while todo:
+        model = todo.pop()
+        if model in state and model not in keep:
+            keep.add(model)
+            todo.extend(_MODEL_ID.findall(json.dumps(state[model])))
+    if keep:
+        widgets[_WIDGET_STATE]["state"] = {k: v for k, v in state.items() if k in keep}
+    else:
+        del widgets[_WIDGET_STATE]
+        if not widgets:
+            del nb.metadata["widgets"]
 
 
 def remove_error_markers(nb: Any) -> None:
@@ -382,6 +414,7 @@ async def run_notebook(notebook: str | Path | Any, *, parameters: dict[str, Any]
         await _execute_cells(client, nb, lease, deadline=deadline, timeout=timeout, cell_timeout=cell_timeout,
                              observer=tracker)
         client.set_widgets_metadata()
+        keep_shown_widgets(nb)
     except _Prepared:
         message = "prepared, not executed (--prepare-only): parameters injected"
     except _Stopped as exc:
