@@ -22,11 +22,14 @@ fake_llm = fakes_llm.fake_llm
 async def test_headless_failure_settles_the_children_before_the_agent_ends(ws):
     """A headless failure ends the failing agent's subtree first, like any other failure."""
 
+    child_running = asyncio.Event()
+
     async def main(req):
         if req.metadata["prompt"] == "slow child":
+            child_running.set()
             await asyncio.sleep(30)
             return "never"
-        await asyncio.sleep(0.1)  # the child is running when the root needs its approval
+        await child_running.wait()  # the child is running when the root needs its approval
         return [tool_call("python", {"code": "1"})] if last_tool_result(req) is None else "ok"
 
     run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(subs={"q": [("slow child", "researcher")]},
