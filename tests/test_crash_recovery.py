@@ -161,6 +161,7 @@ def owner_row(who: ProcessIdentity, heartbeat_at: float | None = None) -> dict:
             "start_ticks": who.start_ticks, "heartbeat_at": time.time() if heartbeat_at is None else heartbeat_at}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_owner_identity_decides_on_this_machine():
     me = this_process()
