@@ -18,6 +18,8 @@ from agentstack_lab.providers.scripted import ScriptedProvider
 
 distributed = pytest.importorskip("distributed", reason="the Dask placement needs the dask extra (distributed)")
 
+pytestmark = pytest.mark.slow  # Dask (its client, a cluster's address): the full lane
+
 CLI = [sys.executable, "-m", "agentstack_lab.cli"]
 
 
@@ -45,7 +47,6 @@ def test_python_run_on_an_unreachable_cluster_fails(ws):
     assert ws.db.query("SELECT count(*) FROM task_queue")[0][0] == 0
 
 
-@pytest.mark.slow
 def test_cli_run_on_an_unreachable_cluster_exits_2_with_one_line(ws):
     address = closed_port()
     env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"}
