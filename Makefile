@@ -43,7 +43,8 @@ demo: $(STAMP)
 test: $(STAMP) browser labext jupyter-ai test-tools
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-# The quick lane: everything not marked slow (no kernels, subprocesses, browser or clusters).
+# The quick lane: everything not marked slow (no kernels, subprocesses, browser, PostgreSQL or Dask); a test
+# without the mark that starts a process fails, naming itself (tests/conftest.py).
 test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import multiprocessing.util
 import os
+import platform
+import re
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -48,6 +52,66 @@ def _guarded_connect_ex(self, address):
     if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
         raise ConnectionRefusedError(f"network access outside loopback is blocked in tests: {address!r}")
     return _real_connect_ex(self, address)
+
+
+# --- the quick lane starts no processes -------------------------------------------------------------
+# A test not marked slow runs in `make test-fast`, which starts no kernel, subprocess, browser, PostgreSQL or
+# Dask worker: every way Python starts a process is refused while such a test runs (set-up, call and
+# tear-down), and the test fails naming what it started, even if the code under test swallowed the error.
+
+class ProcessInFastLaneError(RuntimeError):
+    """A test without the slow mark started a process."""
+
+
+# platform.uname().processor runs `uname -p` once a process, on first use (the openai SDK asks for it per
+# client): asked here, before any test, so a quick test that builds an SDK client starts nothing
+platform.uname().processor  # noqa: B018
+
+_SPAWNERS = (  # (module, attribute): every door to a new process in the standard library
+    (subprocess.Popen, "_execute_child"), (os, "fork"), (os, "forkpty"), (os, "posix_spawn"),
+    (os, "posix_spawnp"), (os, "system"), (multiprocessing.util, "spawnv_passfds"),
+)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _refusing_processes(item, "set-up"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _refusing_processes(item, "call"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    return (yield from _refusing_processes(item, "tear-down"))
+
+
+def _refusing_processes(item, phase: str):
+    if item.get_closest_marker("slow") is not None:
+        return (yield)
+    started: list[str] = []
+
+    def refuse(name: str):
+        def refused(*args, **kwargs):
+            started.append(name)
+            raise ProcessInFastLaneError(f"{item.nodeid} started a process ({name}) but is not marked slow: "
+                                         "mark it @pytest.mark.slow (the quick lane starts no processes)")
+        return refused
+
+    saved = [(owner, name, getattr(owner, name)) for owner, name in _SPAWNERS if hasattr(owner, name)]
+    for owner, name, _ in saved:
+        setattr(owner, name, refuse(f"{getattr(owner, '__name__', owner)}.{name}"))
+    try:
+        result = yield
+    finally:
+        for owner, name, real in saved:
+            setattr(owner, name, real)
+    if started:
+        raise ProcessInFastLaneError(f"{item.nodeid} ({phase}) started a process ({', '.join(started)}) "
+                                     "but is not marked slow")
+    return result
 
 
 @pytest.fixture(autouse=True)
@@ -120,6 +184,18 @@ def _end_ipython_shells() -> None:
             shell.atexit_operations()
 
 
+_SLOW_MODULE = re.compile(r"^pytestmark = \[?pytest\.mark\.slow\b", re.MULTILINE)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The quick lane (``-m "not slow"``) does not import a test module marked slow as a whole: it would
+    deselect every test in it anyway, after importing what they need (Dask, nbclient, MCP, the SDKs)."""
+    if (config.getoption("markexpr") == "not slow" and collection_path.suffix == ".py"
+            and collection_path.name.startswith("test_") and _SLOW_MODULE.search(collection_path.read_text())):
+        return True
+    return None
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "sqlite_only: inspects SQLite internals; not run on the postgres backend")
 
@@ -127,7 +203,9 @@ def pytest_configure(config):
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames and metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_BACKENDS:
         both = metafunc.definition.get_closest_marker("sqlite_only") is None
-        metafunc.parametrize("backend", ["sqlite", "postgres"] if both else ["sqlite"], indirect=True)
+        # the PostgreSQL runs start a server: they belong to the full lane, not the quick one
+        postgres = pytest.param("postgres", marks=pytest.mark.slow)
+        metafunc.parametrize("backend", ["sqlite", postgres] if both else ["sqlite"], indirect=True)
 
 
 @pytest.fixture(scope="session")

@@ -38,56 +38,26 @@ def valid_notebook(written: Path | str) -> Any:
 
 
 def code_then_answer(code: str, answer: str = "done") -> Any:
-    """A scripted provider whose main step runs ``code`` with the python tool, then answers ``answer``."""
-    from agentstack_lab.providers.base import ToolResultBlock
-    from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
+    """A test model whose main step runs ``code`` with the python tool, then answers ``answer``."""
+    from agentstack_lab.providers.testing import TestModel, has_tool_result
 
-    def script(req: Any) -> Any:
-        step = req.metadata.get("step")
-        if step == "clarify":
-            return {"needs_clarification": False, "question": ""}
-        if step in ("blocking", "final"):
-            return {"has_question": False}
-        if step == "subquestions":
-            return {"subquestions": []}
-        if step == "main":
-            ran = any(isinstance(b, ToolResultBlock) for m in req.messages if not isinstance(m.content, str)
-                      for b in m.content)
-            return answer if ran else [tool_call("python", {"code": code})]
-        return "summary"
-
-    return ScriptedProvider(script)
+    return TestModel(code=code, main=lambda r: answer if has_tool_result(r) else None, summary="summary")
 
 
 # the same function as source text, for a kernel cell to define it (``from typing import Any`` first)
 CODE_THEN_ANSWER = "from typing import Any\n\n" + inspect.getsource(code_then_answer)
 
-# Defined inside the kernel: a provider that asks a clarification, then wants to run code.
+# Defined inside the kernel: a provider that asks a clarification (once), then wants to run code.
 ASKING_PROVIDER = '''
-from agentstack_lab.providers.base import ToolResultBlock
-from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
+from agentstack_lab.providers.testing import TestModel, has_tool_result
 
-seen = []
+def _clarify(req):
+    return "Which **year** do you mean?" if len(asking.steps("clarify")) == 1 else None
 
-def _script(req):
-    step = req.metadata.get("step")
-    seen.append((step, repr(req.messages)))
-    if step == "clarify":
-        asked = sum(1 for s, _ in seen if s == "clarify") > 1
-        return {"needs_clarification": not asked, "question": "Which **year** do you mean?"}
-    if step in ("blocking", "final"):
-        return {"has_question": False}
-    if step == "subquestions":
-        return {"subquestions": []}
-    if step == "main":
-        ran = any(isinstance(b, ToolResultBlock) for m in req.messages if not isinstance(m.content, str)
-                  for b in m.content)
-        if not ran:
-            return [tool_call("python", {"code": "answer_year = 2024\\nprint('computed', answer_year)"})]
-        return "The year is **2024**. <script>alert('x')</script><img src=x onerror=alert(1)>"
-    return "summary"
-
-asking = ScriptedProvider(_script)
+asking = TestModel(
+    clarify=_clarify, code="answer_year = 2024\\nprint('computed', answer_year)", summary="summary",
+    main=lambda r: "The year is **2024**. <script>alert('x')</script><img src=x onerror=alert(1)>"
+    if has_tool_result(r) else None)
 '''
 
 

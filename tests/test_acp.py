@@ -243,7 +243,7 @@ async def test_bad_requests_are_one_line_and_change_nothing(workdir):
 # --- in this process: the agent on a socket pair, for what the offline demo never does (ask a question) ---------
 
 def _asks_once(request):
-    from agentstack_lab.providers.scripted import demo_reply
+    from agentstack_lab.providers.demo import demo_reply
 
     if (request.metadata or {}).get("step") == "clarify" and not any(
             "Which region" in str(m.content) for m in request.messages):

@@ -85,6 +85,7 @@ def listed(run_id: str) -> list[dict]:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_run_streams_and_exit_codes(workdir):
     ok = invoke("agent", "run", "what is a monad?")
     assert ok.exit_code == 0, ok.output
@@ -205,6 +206,7 @@ def _monitored(folder: Path, **monitoring) -> None:
     (folder / "agentstack.config.json").write_text(json.dumps({"monitoring": monitoring}))
 
 
+@pytest.mark.slow
 def test_monitor_intervention_fails_a_headless_run_closed(workdir):
     """`agent run` with monitoring.max_api_calls: 1 used to hang forever with no output; now it exits 1 at once."""
     _monitored(workdir, max_api_calls=1)
@@ -219,6 +221,7 @@ def test_monitor_intervention_fails_a_headless_run_closed(workdir):
     assert [r["status"] for r in rows] == ["failed"] and "intervention decision" in rows[0]["error"]
 
 
+@pytest.mark.slow
 def test_monitor_intervention_with_on_query_wait_names_the_decision_and_resumes(workdir):
     _monitored(workdir, max_api_calls=1, termination_at=100.0)
     proc = subprocess.Popen([*CLI, "-w", str(workdir), "agent", "run", "what is a monad?", "--no-subagents",

@@ -95,6 +95,7 @@ def test_spawner_lifecycle_and_enforced_transitions(db):
         s.update_status("nope", "running")
 
 
+@pytest.mark.slow
 def test_spawned_agents_are_visible_to_another_process(db):
     s = Spawner(db)
     a = s.spawn("researcher", name="bob")

@@ -29,6 +29,7 @@ def _lint(cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([LINT, "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.slow
 def test_the_package_keeps_its_layers():
     res = _lint(ROOT)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
@@ -84,6 +85,7 @@ def test_the_cycle_finder_finds_a_cycle_through_three_modules():
     assert _cycles({**edges, "c": {"d"}}) == []
 
 
+@pytest.mark.slow
 def test_no_two_modules_import_each_other_even_inside_functions():
     import grimp  # import-linter's graph builder (a dev dependency)
 

@@ -138,6 +138,7 @@ def _replay(ws, path, prompt=f"{ROOT_PROMPT} (token {PLANTED})", rng=None) -> Ag
 
 
 
+@pytest.mark.slow
 async def test_a_recorded_tree_replays_offline_the_same_ten_times_under_shuffled_scheduling(fake_llm, ws, planted,
                                                                                              tmp_path):
     path = tmp_path / "tree.jsonl"
@@ -163,6 +164,7 @@ async def test_a_recorded_tree_replays_offline_the_same_ten_times_under_shuffled
     assert len(fake_llm.requests) == calls   # the replays asked the network nothing
 
 
+@pytest.mark.slow
 async def test_secrets_planted_in_the_request_never_reach_the_cassette(fake_llm, ws, planted, tmp_path):
     path = tmp_path / "tree.jsonl"
     await _record(fake_llm, ws, path, prompt=f"{ROOT_PROMPT} (token {PLANTED}, key {API_KEY})")
@@ -174,6 +176,7 @@ async def test_secrets_planted_in_the_request_never_reach_the_cassette(fake_llm,
     assert b"***" in raw and b"n = 1024 probe-1" in raw
 
 
+@pytest.mark.slow
 async def test_a_changed_prompt_names_the_agent_and_the_first_difference(fake_llm, ws, planted, tmp_path):
     path = tmp_path / "tree.jsonl"
     await _record(fake_llm, ws, path)
@@ -185,6 +188,7 @@ async def test_a_changed_prompt_names_the_agent_and_the_first_difference(fake_ll
     assert "first difference at messages[0].content" in msg and "four" in msg and "five" in msg, msg
 
 
+@pytest.mark.slow
 async def test_a_changed_tool_result_is_named_in_the_miss(fake_llm, ws, planted, tmp_path, monkeypatch):
     path = tmp_path / "tree.jsonl"
     await _record(fake_llm, ws, path)
@@ -198,6 +202,7 @@ async def test_a_changed_tool_result_is_named_in_the_miss(fake_llm, ws, planted,
     assert "first difference at messages[2].content[0].content" in quick["error"], quick["error"]
 
 
+@pytest.mark.slow
 async def test_new_episodes_replays_what_it_has_and_records_the_rest_to_a_copy(fake_llm, ws, planted, tmp_path):
     path, grown = tmp_path / "tree.jsonl", tmp_path / "grown.jsonl"
     await _record(fake_llm, ws, path)
@@ -214,6 +219,7 @@ async def test_new_episodes_replays_what_it_has_and_records_the_rest_to_a_copy(f
     assert new > 0 and len(load_cassette(grown)[1]) == len(load_cassette(path)[1]) + new
 
 
+@pytest.mark.slow
 async def test_wrappers_directly_new_episodes_appends_in_place(fake_llm, ws, tmp_path):
     path = tmp_path / "tree.jsonl"
     fake_llm.queue(*[model] * 60)

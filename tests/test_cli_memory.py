@@ -87,6 +87,7 @@ def test_config_show_masks_secrets_and_validate_names_field(workdir, monkeypatch
     assert result.exit_code == 2 and "memory.vector.dimensions: expected int" in result.stderr
 
 
+@pytest.mark.slow
 def test_console_script_one_line_error(workdir):
     def cli(*args):
         return subprocess.run([sys.executable, "-c", "from agentstack_lab.cli import main; main()", *args],

@@ -121,6 +121,7 @@ def test_a_bug_keeps_its_traceback(workdir, monkeypatch, tmp_path):
     assert verbose.exit_code == 2 and "Traceback" in verbose.stderr
 
 
+@pytest.mark.slow
 def test_console_script_exit_codes_in_a_real_process(workdir):
     def cli(*args, stdin=None):
         return subprocess.run([sys.executable, "-m", "agentstack_lab.cli", *args], cwd=workdir, input=stdin,

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from agentstack_lab.cli import app
@@ -54,6 +55,7 @@ def test_task_cli_round_trip(workdir):
     assert len(json.loads(ok("task", "list", "--json"))) == 3  # the prevented task was never created
 
 
+@pytest.mark.slow
 def test_task_cli_error_is_one_line_in_a_real_process(workdir):
     proc = subprocess.run([sys.executable, "-m", "agentstack_lab.cli", "task", "complete", "nope"],
                           capture_output=True, text=True, cwd=workdir, timeout=120)

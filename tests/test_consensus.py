@@ -10,7 +10,7 @@ from agentstack_lab.config import Config
 from agentstack_lab.decisions import decisions_for
 from agentstack_lab.engine import AgentRun, HeadlessQueryError
 from agentstack_lab.notebook.tree import tree_to_text
-from agentstack_lab.providers.scripted import ScriptedProvider
+from agentstack_lab.providers.testing import TestModel
 from agentstack_lab.tasks import ConsensusError, TaskService, estimate_risk, requires_consensus
 from agentstack_lab.workspace import Workspace
 
@@ -76,24 +76,13 @@ SAFE = "Summarise which tables were read last week"
 
 
 def _script(verdict=None):
-    def fn(request):
-        meta = request.metadata
-        step = meta.get("step")
-        if step == "subquestions":
-            if meta["depth"] > 0:
-                return {"subquestions": []}
-            return {"subquestions": [{"question": RISKY, "agent_type": "researcher"},
-                                     {"question": SAFE, "agent_type": "researcher"}]}
-        if step == "consensus_review":
-            return verdict(meta["subtasks"])
-        if step in ("clarify", "blocking", "final"):
-            return {"needs_clarification": False, "has_question": False}
-        return f"answer of {meta['agent_type']} at depth {meta['depth']}"
-    return fn
+    return TestModel(subquestions=[RISKY, SAFE],
+                     consensus_review=verdict and (lambda r: verdict(r.metadata["subtasks"])),
+                     main=lambda r: f"answer of {r.metadata['agent_type']} at depth {r.metadata['depth']}")
 
 
 def _run(w, verdict=None, on_query=None):
-    provider = ScriptedProvider(_script(verdict))
+    provider = _script(verdict)
     run = AgentRun(ROOT, workspace=w, provider=provider,
                    options={"interactive": False, "max_depth": 1, "final_question": False, "on_query": on_query})
     return run, provider

@@ -107,7 +107,8 @@ from agentstack_lab.plugins import hookimpl
 
 
 def _gated(config=None, **overrides):
-    from agentstack_lab.providers.scripted import ScriptedProvider, demo_reply
+    from agentstack_lab.providers.demo import demo_reply
+    from agentstack_lab.providers.scripted import ScriptedProvider
 
     gate = Path(os.environ["AGENTSTACK_TEST_GATE"])
 

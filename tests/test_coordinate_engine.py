@@ -18,28 +18,20 @@ from agentstack_lab.engine import AgentRun
 from agentstack_lab.engine.log import rebuild_tree
 from agentstack_lab.engine.options import RunOptions
 from agentstack_lab.providers.scripted import ScriptedProvider
+from agentstack_lab.providers.testing import TestModel
 
 CLI = [sys.executable, "-m", "agentstack_lab.cli"]
 
 
-def brain(request):
-    meta = request.metadata
-    step, depth, prompt = meta["step"], meta["depth"], meta["prompt"]
-    if step == "clarify":
-        return {"needs_clarification": False}
-    if step in ("blocking", "final"):
-        return {"has_question": False}
-    if step == "subquestions":
-        if depth == 0:
-            return {"subquestions": [{"question": "part A of the plan", "agent_type": "coder"},
-                                     {"question": "part B of the plan", "agent_type": "researcher"},
-                                     {"question": "part C of the plan", "agent_type": "coder"}]}
-        if depth == 1:
-            return {"subquestions": [{"question": f"a detail of {prompt}", "agent_type": "tester"}]}
-        return {"subquestions": []}
-    if step == "main":
-        return f"answer to {prompt}"
-    return f"summary of {prompt}"
+def _plan(request):
+    depth, prompt = request.metadata["depth"], request.metadata["prompt"]
+    if depth == 0:
+        return [("part A of the plan", "coder"), ("part B of the plan", "researcher"), ("part C of the plan", "coder")]
+    return [(f"a detail of {prompt}", "tester")] if depth == 1 else []
+
+
+def brain(main=None):
+    return TestModel(subquestions=_plan, main=main, summary=lambda r: f"summary of {r.metadata['prompt']}")
 
 
 def shape(node: dict) -> dict:
@@ -50,7 +42,7 @@ def shape(node: dict) -> dict:
 
 
 async def _run(ws, **options) -> AgentRun:
-    run = AgentRun("make the plan", workspace=ws, provider=ScriptedProvider(brain),
+    run = AgentRun("make the plan", workspace=ws, provider=brain(),
                    options=RunOptions(max_depth=2, final_question=False, **options))
     await run
     await asyncio.sleep(0)
@@ -86,7 +78,7 @@ def test_coordinated_run_has_the_same_tree_as_an_in_process_run(ws):
 
 def test_stopping_a_coordinated_run_cancels_its_queued_tasks(ws):
     async def main():
-        run = AgentRun("make the plan", workspace=ws, provider=ScriptedProvider(brain),
+        run = AgentRun("make the plan", workspace=ws, provider=brain(),
                        options=RunOptions(max_depth=2, final_question=False, coordinate=True, max_workers=0))
         run.start()
         q = TaskQueue(ws.db)
@@ -105,6 +97,7 @@ def test_stopping_a_coordinated_run_cancels_its_queued_tasks(ws):
     assert {t.state for t in TaskQueue(ws.db).list(group_id=run.id)} == {"cancelled"}
 
 
+@pytest.mark.slow
 def test_an_external_worker_process_runs_the_subagents_in_the_coordinators_tree(ws):
     proc = subprocess.Popen([*CLI, "-w", str(ws.root), "worker", "--json"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -139,6 +132,7 @@ def test_max_workers_must_be_a_non_negative_integer(bad):
         RunOptions(max_workers=bad)
 
 
+@pytest.mark.slow
 def test_magic_and_cli_take_coordinate(ws):
     from agentstack_lab.notebook.args import MagicUsageError, parse_agent_line
 
@@ -160,18 +154,18 @@ def test_magic_and_cli_take_coordinate(ws):
     assert bad.returncode == 2 and "--max-workers" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
-def failing_brain(request):
+def failing_brain():
     """``brain``, but the model call of part B's main step raises (a provider outage for that one subagent)."""
-    meta = request.metadata
-    if meta["step"] == "main" and meta["prompt"] == "part B of the plan":
-        raise RuntimeError("provider outage for part B")
-    return brain(request)
+    def main(request):
+        if request.metadata["prompt"] == "part B of the plan":
+            raise RuntimeError("provider outage for part B")
+    return brain(main)
 
 
 def test_a_failed_queued_child_is_logged_once_and_the_run_derives_its_status(ws):
     async def one(**options):
         seen = []
-        run = AgentRun("make the plan", workspace=ws, provider=ScriptedProvider(failing_brain),
+        run = AgentRun("make the plan", workspace=ws, provider=failing_brain(),
                        options=RunOptions(max_depth=1, final_question=False, **options))
         run.subscribe(seen.append)
         await run.wait(raise_on_error=False)
@@ -212,7 +206,7 @@ def test_queued_children_snapshots_are_logged_once(ws):
     seen = []
 
     async def coordinated() -> AgentRun:
-        run = AgentRun("make the plan", workspace=ws, provider=ScriptedProvider(brain),
+        run = AgentRun("make the plan", workspace=ws, provider=brain(),
                        options=RunOptions(max_depth=2, final_question=False, coordinate=True, max_workers=2))
         run.subscribe(seen.append)
         await run

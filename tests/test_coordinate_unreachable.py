@@ -18,6 +18,8 @@ from agentstack_lab.providers.scripted import ScriptedProvider
 
 distributed = pytest.importorskip("distributed", reason="the Dask placement needs the dask extra (distributed)")
 
+pytestmark = pytest.mark.slow  # Dask (its client, a cluster's address): the full lane
+
 CLI = [sys.executable, "-m", "agentstack_lab.cli"]
 
 

@@ -13,22 +13,16 @@ from agentstack_lab.decisions import Decisions, Interventions
 from agentstack_lab.engine import AgentRun
 from agentstack_lab.engine.coordinate import Worker
 from agentstack_lab.engine.options import RunOptions
-from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
+from agentstack_lab.providers.scripted import tool_call
+from agentstack_lab.providers.testing import TestModel
 from tests.test_engine import last_tool_result
 
 
-def brain(request):
-    meta = request.metadata
-    step, depth = meta["step"], meta["depth"]
-    if step == "clarify":
-        return {"needs_clarification": False}
-    if step in ("blocking", "final"):
-        return {"has_question": False}
-    if step == "subquestions":
-        return {"subquestions": [{"question": "part A", "agent_type": "coder"}] if depth == 0 else []}
-    if step == "main" and depth == 1 and last_tool_result(request) is None:  # an approval the worker's run asks
-        return [tool_call("python", {"code": "x = 1"})]
-    return f"answer to {meta['prompt']}"
+def brain():
+    def main(request):  # the subagent runs code: an approval the worker's run asks
+        if request.metadata["depth"] == 1 and last_tool_result(request) is None:
+            return [tool_call("python", {"code": "x = 1"})]
+    return TestModel(subquestions=[("part A", "coder")], main=main)
 
 
 def until(what, timeout=20.0):
@@ -43,7 +37,7 @@ def until(what, timeout=20.0):
 
 def test_worker_run_subagent_decisions_and_pause_use_the_coordinators_run_id(ws):
     stop = threading.Event()
-    worker = Worker(ws, run_factory=AgentRun, provider=ScriptedProvider(brain), idle_poll=0.05)
+    worker = Worker(ws, run_factory=AgentRun, provider=brain(), idle_poll=0.05)
 
     async def serve():
         task = asyncio.ensure_future(worker.run())
@@ -56,7 +50,7 @@ def test_worker_run_subagent_decisions_and_pause_use_the_coordinators_run_id(ws)
     thread.start()
     try:
         async def main():
-            run = AgentRun("make the plan", workspace=ws, provider=ScriptedProvider(brain),
+            run = AgentRun("make the plan", workspace=ws, provider=brain(),
                            options=RunOptions(final_question=False, coordinate=True, max_workers=0, on_query="wait"))
             run.start()
             decisions = Decisions(ws.db)

@@ -167,6 +167,7 @@ def test_bus_send_broadcast_subscribe_in_process(ws):
         bus.subscribe("a", None)
 
 
+@pytest.mark.slow
 def test_bus_across_processes(ws):
     code = ("import sys; from agentstack_lab.store.connection import SQLiteDatabase; "
             "from agentstack_lab.coordination import MessageBus; b = MessageBus(SQLiteDatabase(sys.argv[1])); "

@@ -161,6 +161,7 @@ def owner_row(who: ProcessIdentity, heartbeat_at: float | None = None) -> dict:
             "start_ticks": who.start_ticks, "heartbeat_at": time.time() if heartbeat_at is None else heartbeat_at}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_owner_identity_decides_on_this_machine():
     me = this_process()
@@ -207,9 +208,12 @@ def test_a_run_of_this_process_is_never_reaped_and_its_heartbeat_ticks(workdir, 
                        options={"interactive": False, "subagents": False}).start()
         first = ws.db.query("SELECT pid, heartbeat_at FROM run_owners WHERE run_id = ?", (run.id,))[0]
         assert first[0] == os.getpid()
-        await asyncio.sleep(0.4)
+        for _ in range(200):   # a few heartbeats (every 50 ms here), polled
+            beat = ws.db.query("SELECT heartbeat_at FROM run_owners WHERE run_id = ?", (run.id,))[0][0]
+            if beat > first[1]:
+                break
+            await asyncio.sleep(0.01)
         assert reap_orphans(ws.db) == [] and run.status == "running"
-        beat = ws.db.query("SELECT heartbeat_at FROM run_owners WHERE run_id = ?", (run.id,))[0][0]
         assert beat > first[1]
         await run
         return run
@@ -229,7 +233,8 @@ def test_an_orphan_whose_owner_cannot_be_checked_waits_for_its_heartbeat_to_go_s
     async def main():
         run = AgentRun("what is a monad?", workspace=ws, provider=ScriptedProvider(latency=30),
                        options={"interactive": False, "subagents": False}).start()
-        await asyncio.sleep(0.2)
+        while statuses(db, run.id).get(run.id, ("",))[0] != "running":   # its row says running, polled
+            await asyncio.sleep(0.01)
         # pretend the owner lives in another pid namespace: only its heartbeat can speak for it
         db.execute("UPDATE run_owners SET pid_ns = 'pid:[elsewhere]' WHERE run_id = ?", (run.id,))
         assert reap_orphans(db) == []

@@ -119,6 +119,7 @@ _ANSWER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_wait_sees_an_answer_from_another_process(db, tmp_path):
     ds = Decisions(db)
     d = ds.create(kind="clarification", prompt="Which year?")
@@ -144,6 +145,7 @@ def test_wait_sees_an_answer_from_another_process(db, tmp_path):
     assert lag < 0.5
 
 
+@pytest.mark.slow
 def test_two_processes_answer_at_once_exactly_one_wins(db):
     for _ in range(3):
         d = Decisions(db).create(kind="clarification", prompt="Which region?")
@@ -164,6 +166,7 @@ def test_two_processes_answer_at_once_exactly_one_wins(db):
         assert final.answer == winners[0] and final.answered_by == winners[0]
 
 
+@pytest.mark.slow
 def test_answering_process_killed_mid_answer_leaves_it_pending_or_answered(db):
     """SIGKILL inside the answer's transaction: the row is pending (never half written), then answerable."""
     script = textwrap.dedent("""

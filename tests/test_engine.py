@@ -27,30 +27,14 @@ from agentstack_lab.events import (
 )
 from agentstack_lab.providers.base import TextDeltaEvent, ToolResultBlock, UsageEvent
 from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
-
-NO = {"needs_clarification": False, "has_question": False, "question": None}
+from agentstack_lab.providers.testing import TestModel
 
 
 def brain(subs=None, main=None, summary=None, asks=None):
-    """A scripted model: ``subs[prompt]`` lists subquestions, ``main(req)`` answers the main step."""
+    """A test model's steps: ``subs[prompt]`` lists subquestions, ``main(req)`` answers, ``asks[step]`` asks."""
     subs, asks = subs or {}, asks or {}
-
-    async def fn(req):
-        m = req.metadata
-        step, prompt = m["step"], m["prompt"]
-        if step in ("clarify", "blocking", "final"):
-            q = asks.get(step)
-            return {"needs_clarification": bool(q), "has_question": bool(q), "question": q} if q else NO
-        if step == "subquestions":
-            return {"subquestions": [{"question": q, "agent_type": t} for q, t in subs.get(prompt, [])]}
-        if step == "main":
-            out = main(req) if main else f"answer to {prompt}"
-            return await out if asyncio.iscoroutine(out) else out
-        if step == "summary":
-            return summary(req) if summary else "SUMMARY:\n" + req.messages[-1].text()
-        raise AssertionError(step)
-
-    return fn
+    return TestModel(subquestions=lambda r: list(subs.get(r.metadata["prompt"], [])), main=main, summary=summary,
+                     **{step: asks.get(step) for step in ("clarify", "blocking", "final")}).reply
 
 
 def last_tool_result(req):
@@ -271,6 +255,7 @@ async def test_intervention_replaces_content_of_a_finished_child_and_a_working_a
         run.intervene(run.id, user_content=42)
 
 
+@pytest.mark.slow
 async def test_stop_cancels_exactly_the_subtree(ws):
     started = asyncio.Event()
 
@@ -284,7 +269,7 @@ async def test_stop_cancels_exactly_the_subtree(ws):
     p = ScriptedProvider(brain(subs={"root": [("A", "analyst"), ("B", "coder")], "A": [("A1", "tester")]}, main=main))
     run = AgentRun("root", workspace=ws, provider=p, options=RunOptions(auto_approve=True)).start()
     await asyncio.wait_for(started.wait(), 10)
-    await asyncio.sleep(0.2)  # the event log flushes agent rows every 50 ms: another process sees them live
+    await run._core.flush_log()  # the agent rows are on disk: another process sees them live
     code = ("import sys, json; from agentstack_lab.store import SQLiteDatabase; from agentstack_lab.agents import Spawner;"
             "print(json.dumps({a.prompt: a.status for a in Spawner(SQLiteDatabase(sys.argv[1])).list(run_id=sys.argv[2])}))")
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, str(ws.db.path), run.id,

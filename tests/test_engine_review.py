@@ -12,6 +12,7 @@ from agentstack_lab.engine.executors import LiveKernelExecutor
 from agentstack_lab.events import AgentCompleted, ErrorEvent
 from agentstack_lab.providers.base import UsageEvent
 from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
+from agentstack_lab.providers.testing import TestModel
 from agentstack_lab.workspace import Workspace
 from tests.test_engine import brain, check_event_order, last_tool_result
 
@@ -22,11 +23,14 @@ fake_llm = fakes_llm.fake_llm
 async def test_headless_failure_settles_the_children_before_the_agent_ends(ws):
     """A headless failure ends the failing agent's subtree first, like any other failure."""
 
+    child_running = asyncio.Event()
+
     async def main(req):
         if req.metadata["prompt"] == "slow child":
+            child_running.set()
             await asyncio.sleep(30)
             return "never"
-        await asyncio.sleep(0.1)  # the child is running when the root needs its approval
+        await child_running.wait()  # the child is running when the root needs its approval
         return [tool_call("python", {"code": "x = 1"})] if last_tool_result(req) is None else "ok"
 
     run = AgentRun("q", workspace=ws, provider=ScriptedProvider(brain(subs={"q": [("slow child", "researcher")]},
@@ -131,20 +135,12 @@ class _Metered:
 
 async def test_a_skipped_structured_step_still_charges_its_tokens(ws):
     """Both failed attempts of a structured step were billed: the tree's usage is every token streamed."""
-    steps = []
-    plain = brain()
-
-    async def fn(req):
-        steps.append(req.metadata["step"])
-        if req.metadata["step"] == "subquestions":
-            return {"subquestions": "not a list"}
-        return await plain(req)
-
-    provider = _Metered(ScriptedProvider(fn))
+    model = TestModel(subquestions={"subquestions": "not a list"})
+    provider = _Metered(model)
     run = AgentRun("q", workspace=ws, provider=provider,
                    options=RunOptions(auto_approve=True, final_question=False), executor=LiveKernelExecutor(namespace={}))
     await run
-    assert steps.count("subquestions") == 2
+    assert len(model.steps("subquestions")) == 2
     assert any("subquestions step skipped" in n for n in run.agents[run.root_id].metadata["notes"])
     own = run.tree["ownUsage"]
     assert [own["inputTokens"], own["outputTokens"]] == provider.total and provider.total[0] > 0

@@ -19,13 +19,8 @@ from agentstack_lab.providers.base import (
     UsageEvent,
 )
 from agentstack_lab.providers.complete import complete, structured
-from agentstack_lab.providers.scripted import (
-    OFFLINE_TAG,
-    ScriptedProvider,
-    ScriptExhaustedError,
-    find_variable,
-    tool_call,
-)
+from agentstack_lab.providers.demo import OFFLINE_TAG, find_variable
+from agentstack_lab.providers.scripted import ScriptedProvider, ScriptExhaustedError, tool_call
 
 
 def req(text="hi", **meta):

@@ -24,12 +24,11 @@ from agentstack_lab.engine import AgentRun
 from agentstack_lab.engine.log import read_events, rebuild_tree
 from agentstack_lab.errors import UsageError
 from agentstack_lab.providers.base import TextDeltaEvent
-from agentstack_lab.providers.scripted import ScriptedProvider
+from agentstack_lab.providers.testing import TestModel
 from agentstack_lab.workspace import Workspace
 
 SCRIPT = Path(sys.executable).with_name("agentstack-lab")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
-NO = {"needs_clarification": False, "has_question": False, "question": None}
 
 
 @contextlib.contextmanager
@@ -75,19 +74,13 @@ async def words(n: int):
 
 def chatty_brain(on_main):
     """A model that writes many text deltas (many events) and calls ``on_main`` once in its main step."""
-    async def fn(req):
-        step = req.metadata["step"]
-        if step in ("clarify", "blocking", "final"):
-            return NO
-        if step == "subquestions":
-            return {"subquestions": []}
-        if step == "main":
-            await on_main()
-            return words(400)
-        return "SUMMARY: " + req.messages[-1].text()[:200]
-    return fn
+    async def main(req):
+        await on_main()
+        return words(400)
+    return TestModel(main=main)
 
 
+@pytest.mark.slow
 async def test_a_disk_full_for_a_moment_mid_run_loses_no_event(tmp_path, caplog):
     with small_disk(tmp_path / "disk") as disk:
         with Workspace.open(disk / "ws", announce=False) as ws:
@@ -99,7 +92,7 @@ async def test_a_disk_full_for_a_moment_mid_run_loses_no_event(tmp_path, caplog)
                 loop.call_later(1.5, filler[0].unlink)      # the disk frees up 1.5 s later
 
             caplog.set_level(logging.WARNING, logger="agentstack_lab.engine.log")
-            run = AgentRun("count the words", workspace=ws, provider=ScriptedProvider(chatty_brain(on_main)))
+            run = AgentRun("count the words", workspace=ws, provider=chatty_brain(on_main))
             live = []
             run.subscribe(live.append)
             await run
@@ -112,6 +105,7 @@ async def test_a_disk_full_for_a_moment_mid_run_loses_no_event(tmp_path, caplog)
             assert rebuild_tree(ws.db, run.id)["status"] == "completed"
 
 
+@pytest.mark.slow
 async def test_a_disk_that_stays_full_fails_the_run_and_says_why(tmp_path):
     with small_disk(tmp_path / "disk") as disk:
         cfg = Config.from_dict({"engine": {"event_log_retry_s": 1.0}})
@@ -119,7 +113,7 @@ async def test_a_disk_that_stays_full_fails_the_run_and_says_why(tmp_path):
             async def on_main():
                 await asyncio.to_thread(fill, disk)
 
-            run = AgentRun("count the words", workspace=ws, provider=ScriptedProvider(chatty_brain(on_main)))
+            run = AgentRun("count the words", workspace=ws, provider=chatty_brain(on_main))
             with pytest.raises(Exception) as caught:
                 await run
             assert run.status == "failed"
@@ -129,6 +123,7 @@ async def test_a_disk_that_stays_full_fails_the_run_and_says_why(tmp_path):
             (disk / "filler").unlink()
 
 
+@pytest.mark.slow
 def test_a_run_whose_disk_stays_full_exits_non_zero_with_one_line(tmp_path):
     with small_disk(tmp_path / "disk") as disk:
         ws = disk / "ws"
@@ -151,7 +146,7 @@ def test_a_run_whose_disk_stays_full_exits_non_zero_with_one_line(tmp_path):
 
 def test_a_prompt_with_a_lone_surrogate_is_refused_in_one_line(ws):
     with pytest.raises(UsageError, match=r"^the prompt contains a lone surrogate \(U\+D800 at character 3\)"):
-        AgentRun("abc\ud800", workspace=ws, provider=ScriptedProvider(chatty_brain(lambda: asyncio.sleep(0))))
+        AgentRun("abc\ud800", workspace=ws, provider=chatty_brain(lambda: asyncio.sleep(0)))
     assert ws.db.query("SELECT count(*) FROM agents")[0][0] == 0
 
 
@@ -160,9 +155,10 @@ def test_a_prompt_over_the_limit_is_refused_in_one_line(tmp_path):
     with Workspace.open(tmp_path / "ws", config=cfg, announce=False) as ws:
         with pytest.raises(UsageError, match=r"^the prompt is 1,001 characters, over the limit of 1,000 "
                                              r"\(config agents.max_prompt_chars\)$"):
-            AgentRun("x" * 1001, workspace=ws, provider=ScriptedProvider(chatty_brain(lambda: asyncio.sleep(0))))
+            AgentRun("x" * 1001, workspace=ws, provider=chatty_brain(lambda: asyncio.sleep(0)))
 
 
+@pytest.mark.slow
 def test_a_non_utf8_command_line_prompt_is_one_line_and_exit_2(workdir):
     workdir.mkdir(parents=True, exist_ok=True)
     done = subprocess.run([os.fsencode(c) for c in CLI] + [b"-w", os.fsencode(workdir), b"agent", b"run",
@@ -176,7 +172,7 @@ def test_a_non_utf8_command_line_prompt_is_one_line_and_exit_2(workdir):
 
 async def test_a_long_prompt_is_logged_once_not_with_every_status(ws):
     prompt = "p" * 50_000
-    run = AgentRun(prompt, workspace=ws, provider=ScriptedProvider(chatty_brain(lambda: asyncio.sleep(0))))
+    run = AgentRun(prompt, workspace=ws, provider=chatty_brain(lambda: asyncio.sleep(0)))
     await run
     states = [ev for _, ev in read_events(ws.db, run.id) if ev.type == "agent-state"]
     assert len(states) >= 3

@@ -13,33 +13,22 @@ from agentstack_lab.engine.options import RunOptions
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.events import AgentState
 from agentstack_lab.providers.base import Message
-from agentstack_lab.providers.scripted import ScriptedProvider
-
-NO = {"needs_clarification": False, "has_question": False, "question": None}
+from agentstack_lab.providers.testing import TestModel
 
 
 def model(answers=None, subs=None):
-    """A scripted model answering each prompt with ``answers[prompt]`` (or ``answer to PROMPT``)."""
+    """A test model answering each prompt with ``answers[prompt]`` (or ``answer to PROMPT``)."""
     answers, subs = answers or {}, subs or {}
-
-    def fn(req):
-        step, prompt = req.metadata["step"], req.metadata["prompt"]
-        if step in ("clarify", "blocking", "final"):
-            return NO
-        if step == "subquestions":
-            return {"subquestions": [{"question": q, "agent_type": "researcher"} for q in subs.get(prompt, [])]}
-        if step == "main":
-            return answers.get(prompt, f"answer to {prompt}")
-        return "merged: " + req.messages[-1].text()[:40]
-
-    return ScriptedProvider(fn)
+    return TestModel(main=lambda r: answers.get(r.metadata["prompt"]),
+                     subquestions=lambda r: subs.get(r.metadata["prompt"], []),
+                     summary=lambda r: "merged: " + r.messages[-1].text()[:40])
 
 
 def turns(messages: list[Message]) -> list[tuple[str, str]]:
     return [(m.role, m.text()) for m in messages]
 
 
-def requests_of(provider: ScriptedProvider, run: AgentRun) -> list:
+def requests_of(provider: TestModel, run: AgentRun) -> list:
     return [r for r in provider.requests if r.metadata["agent_id"] == run.id]
 
 
@@ -106,24 +95,23 @@ async def test_transcript_is_bounded(ws):
 
 
 async def test_a_run_still_going_is_refused_with_one_line(ws):
-    gate = asyncio.Event()
+    gate, working = asyncio.Event(), asyncio.Event()
 
     async def slow(req):
-        if req.metadata["step"] in ("clarify", "blocking", "final"):
-            return NO
+        working.set()
         await gate.wait()
         return "done"
 
-    run = AgentRun("slow one", workspace=ws, provider=ScriptedProvider(slow), options={"subagents": False})
+    run = AgentRun("slow one", workspace=ws, provider=TestModel(main=slow), options={"subagents": False})
     run.start()
-    await asyncio.sleep(0.05)
+    await working.wait()
     before = ws.db.query("SELECT count(*) FROM agents")[0][0]
     with pytest.raises(RunStillGoingError) as info:
         run.ask("and then?")
     assert isinstance(info.value, AgentstackError) and "\n" not in str(info.value)
     assert str(info.value).startswith(f"run {run.id[:8]} is still running: wait for it")
     assert ws.db.query("SELECT count(*) FROM agents")[0][0] == before  # nothing was created
-    unstarted = AgentRun("never started", workspace=ws, provider=ScriptedProvider(slow))
+    unstarted = AgentRun("never started", workspace=ws, provider=TestModel(main=slow))
     with pytest.raises(RunStillGoingError, match="is still pending"):
         unstarted.ask("x")
     gate.set()
@@ -132,11 +120,9 @@ async def test_a_run_still_going_is_refused_with_one_line(ws):
 
 async def test_failed_or_stopped_runs_can_be_followed_up(ws):
     def broken(req):
-        if req.metadata["step"] in ("clarify", "blocking", "final"):
-            return NO
         raise RuntimeError("model exploded")
 
-    bad = AgentRun("will fail", workspace=ws, provider=ScriptedProvider(broken), options={"subagents": False})
+    bad = AgentRun("will fail", workspace=ws, provider=TestModel(main=broken), options={"subagents": False})
     await bad.wait(raise_on_error=False)
     assert bad.status == "failed"
     provider = model()

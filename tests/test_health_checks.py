@@ -18,6 +18,8 @@ import pytest
 from agentstack_lab.workspace import Workspace
 from tests.test_health_metrics import by_name, cli, health, new_workspace
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 
 def closed_port() -> int:
     with socket.socket() as s:

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentstack_lab.decisions import Decisions
@@ -22,6 +23,8 @@ from agentstack_lab.engine.executors import LiveKernelExecutor
 from agentstack_lab.providers.scripted import ScriptedProvider
 from agentstack_lab.workspace import Workspace
 from tests.test_monitoring import looping_brain, monitored_workspace, pending_interventions
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 SCRIPT = Path(sys.executable).parent / "agentstack-lab"
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]

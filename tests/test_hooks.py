@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from agentstack_lab.engine import AgentRun
 from agentstack_lab.hooks import HookContext, WorkflowTrigger
@@ -117,6 +118,7 @@ def write_workflow(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 async def test_a_workflow_trigger_starts_a_workflow(tmp_path):
     rec = Recorder()
     folder = tmp_path / "ws"

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from agentstack_lab.engine import AgentRun
 from agentstack_lab.hooks import TRIGGERED_ENV, WorkflowTrigger
@@ -70,6 +71,7 @@ def _finished(log: Path) -> bool:
     return any(line.startswith(VERDICT) for line in lines)
 
 
+@pytest.mark.slow
 def test_a_workflow_started_by_a_trigger_fires_no_trigger(tmp_path):
     folder = tmp_path / "ws"
     folder.mkdir()
@@ -141,6 +143,7 @@ def tmp_cwd(folder: Path) -> Path:
     return folder.parent  # not the config's folder: paths are relative to the config file, not the cwd
 
 
+@pytest.mark.slow
 def test_validate_fails_on_a_trigger_whose_notebook_is_missing(tmp_path):
     folder = tmp_path / "ws"
     (folder / "flows").mkdir(parents=True)
@@ -161,6 +164,7 @@ def test_validate_fails_on_a_trigger_whose_notebook_is_missing(tmp_path):
     assert as_json.returncode == 1 and "code_reveiw" in json.loads(as_json.stdout)["error"]
 
 
+@pytest.mark.slow
 def test_a_trigger_failing_as_it_fires_prints_one_line(tmp_path):
     folder = tmp_path / "ws"
     folder.mkdir()

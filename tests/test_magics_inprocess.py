@@ -23,6 +23,7 @@ def shell():
     InteractiveShell.clear_instance()
 
 
+@pytest.mark.slow
 def test_load_ext_imports_nothing_heavy():
     probe = ("import sys, json\nfrom IPython.core.interactiveshell import InteractiveShell\n"
              "sh = InteractiveShell.instance()\nsh.run_line_magic('load_ext', 'agentstack_lab')\n"

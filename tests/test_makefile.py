@@ -43,6 +43,7 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+@pytest.mark.slow
 def test_the_stamp_follows_every_install_input(checkout):
     first = _stamp(checkout)
     assert re.fullmatch(r"\.venv/\.installed-[0-9a-f]{12}", first)
@@ -64,6 +65,7 @@ def test_the_stamp_follows_every_install_input(checkout):
     assert _stamp(checkout) not in seen
 
 
+@pytest.mark.slow
 def test_the_rest_of_the_makefile_does_not_reinstall(checkout):
     first = _stamp(checkout)
     _edit(checkout / "Makefile", "$(BIN)/python benchmarks/bench_import.py",
@@ -78,6 +80,7 @@ def _fake_venv_python(checkout: Path, version: str) -> None:
     python.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_a_venv_made_by_another_python_is_made_again(checkout):
     """A .venv whose Python is another minor version than $(PY)'s is removed and made again, not reused."""
     import sys

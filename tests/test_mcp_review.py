@@ -63,7 +63,8 @@ async def test_abort_through_mcp_stops_a_loop_of_another_process(workdir):
     """A notebook-like process runs a slow loop; the MCP client sees it running and aborts it."""
     script = textwrap.dedent(f"""
         import asyncio, json, sys
-        from agentstack_lab.providers.scripted import ScriptedProvider, demo_reply
+        from agentstack_lab.providers.demo import demo_reply
+        from agentstack_lab.providers.scripted import ScriptedProvider
         from agentstack_lab.workspace import Workspace
         from agentstack_lab.workflows.review_loop import ReviewLoops
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.test_mcp import call, error, mcp_client
+
+pytestmark = pytest.mark.slow  # every test here starts a process
 
 
 async def test_spawn_update_identities_health_and_config(workdir):

@@ -12,6 +12,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from agentstack_lab.memory import vectors
 from agentstack_lab.memory.fts_file import FtsFile
 from agentstack_lab.store.connection import sqlite
@@ -90,6 +92,7 @@ def test_a_bulk_load_runs_at_most_one_batch_ahead_of_the_index(tmp_path):
         assert all(h >= 500 * i for i, h in enumerate(held))   # batch i returns once batch i-1 is indexed
 
 
+@pytest.mark.slow
 def test_another_process_writes_are_searchable_at_once(tmp_path):
     folder = tmp_path / "shared"
     with Workspace.open(folder, announce=False) as ws:

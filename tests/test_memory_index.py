@@ -51,6 +51,7 @@ def _child(code: str, *args: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
 
 
+@pytest.mark.slow  # seconds of CPU: a 20,000-entry corpus
 def test_recall_and_filters_against_exact(tmp_path, small_pq):
     texts = _corpus(20_000)
     with Workspace.open(tmp_path / "w", announce=False) as ws, \
@@ -75,6 +76,7 @@ def test_recall_and_filters_against_exact(tmp_path, small_pq):
         assert recall >= 0.99
 
 
+@pytest.mark.slow
 def test_another_process_writes_are_seen(tmp_path, small_pq):
     with Workspace.open(tmp_path / "w", announce=False) as ws:
         ws.memory.store_many(_items(_corpus(4000)))
@@ -95,6 +97,7 @@ def test_another_process_writes_are_seen(tmp_path, small_pq):
         assert ws.memory.index.shared_index().rows == 4000   # 4000 + zebra - k5
 
 
+@pytest.mark.slow
 def test_reader_survives_concurrent_writer_and_compaction(tmp_path, small_pq):
     folder = tmp_path / "w"
     with Workspace.open(folder, announce=False) as ws:
@@ -182,6 +185,7 @@ def test_config_switch_selects_the_exact_path(tmp_path):
         Config.from_dict({"memory": {"vector": {"index": "hnsw"}}})
 
 
+@pytest.mark.slow  # seconds of CPU: a rate measured over many batches
 def test_store_many_rate_with_the_shared_index(tmp_path):
     """Measured, not asserted (machine load varies): the rate is printed; the index follows every batch."""
     texts = _corpus(20_000, seed=3)

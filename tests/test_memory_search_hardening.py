@@ -215,6 +215,7 @@ def test_max_entry_bytes_is_checked_on_every_write_before_any_work(tmp_path):
     assert Config().memory.max_entry_bytes == 10 * 1024 * 1024
 
 
+@pytest.mark.slow
 def test_max_entry_bytes_in_the_cli(workdir):
     (workdir / "agentstack.config.json").write_text(json.dumps({"memory": {"max_entry_bytes": 100}}))
     with Workspace.open(workdir, announce=False) as ws:

@@ -54,6 +54,7 @@ def test_empty_session_id_is_an_error_in_the_python_api(ws):
     assert ws.db.query("SELECT count(*) FROM agents")[0][0] == 0 and _rows(ws)["memory"] == 1
 
 
+@pytest.mark.slow
 def test_empty_session_id_is_an_error_in_the_cli(workdir):
     with Workspace.open(workdir, announce=False) as w:
         w.memory.count()   # the database exists: stderr carries only the error
@@ -100,6 +101,7 @@ def test_empty_or_ended_session_is_an_error_in_the_magics(shell, workdir, capsys
         assert _rows(w, f"session:{s.id}")["memory"] == 0
 
 
+@pytest.mark.slow
 async def test_empty_session_id_is_an_error_in_mcp(workdir):
     async with mcp_client(workdir) as s:
         for tool, args in (("memory_store", {"key": "k", "content": "v"}), ("memory_search", {"query": "v"}),
@@ -167,6 +169,7 @@ ENDER = "import sys\nfrom agentstack_lab.workspace import Workspace\n" \
         "print(Workspace.open(sys.argv[1], announce=False).sessions.end(sys.argv[2]).entries)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trial", range(3))
 def test_ending_a_session_while_another_process_writes_leaves_nothing(tmp_path, trial, backend_config, monkeypatch):
     root = tmp_path / "race"

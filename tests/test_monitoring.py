@@ -64,6 +64,7 @@ async def pending_interventions(ws: Workspace, timeout: float = 60) -> list:
     raise AssertionError("no intervention decision was opened")
 
 
+@pytest.mark.slow
 async def test_looping_agent_warning_intervention_resume_from_cli_then_termination(tmp_path):
     scratch = Path.cwd() / "scratch"   # inside the working folder: writes outside it are denied by a built-in rule
     scratch.mkdir()
@@ -178,6 +179,7 @@ async def test_live_executor_counts_only_the_agent_threads_files(tmp_path):
     assert res.files == {"read": 1, "written": 2, "modified": 1}
 
 
+@pytest.mark.slow
 async def test_subprocess_executor_counts_in_the_child(tmp_path):
     code = (f"p = {str(tmp_path / 'c.txt')!r}\nopen(p, 'w').write('x')\nopen(p).read()\nopen(p, 'r+').close()\n"
             "import os\nos.remove(p)\n")

@@ -1,6 +1,8 @@
 import logging
 from importlib.metadata import EntryPoint
 
+import pytest
+
 from agentstack_lab import plugins
 
 
@@ -35,6 +37,7 @@ def test_an_entry_point_that_fails_to_import_is_named(monkeypatch, caplog):
     assert "ghost" in caplog.text
 
 
+@pytest.mark.slow
 def test_importing_the_package_has_no_heavy_imports():
     import subprocess
     import sys

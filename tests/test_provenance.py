@@ -212,6 +212,7 @@ async def test_secrets_never_reach_the_stored_summaries(tmp_path, monkeypatch):
         assert stored["raw"] == "bytes[49]"                     # bytes get no repr (a cut key would survive)
 
 
+@pytest.mark.slow
 async def test_unknown_run_and_executors_without_a_kernel_are_one_clear_line(tmp_path):
     from agentstack_lab.engine.executors import SubprocessExecutor
     from agentstack_lab.engine.history import resolve_run

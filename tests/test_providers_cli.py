@@ -89,6 +89,7 @@ def test_missing_binary_is_a_clear_error(monkeypatch, tmp_path):
         get_provider("claude-code")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "binary", "argv"), [
     ("claude-code", "claude", ["--print", "--output-format", "text", "--model", "m1"]),
     ("gemini-cli", "gemini", ["--model", "m1"]),
@@ -105,11 +106,13 @@ async def test_success_streams_stdout_with_prompt_on_stdin(fake_clis, kind, bina
     assert call["stdin"] == "Be terse.\n\nUser: what is 'x; rm -rf ~' $(whoami)?\n"
 
 
+@pytest.mark.slow
 async def test_nonzero_exit_surfaces_stderr(fake_clis):
     with pytest.raises(ProviderError, match=r"claude-code: `claude` exited with status 3: fatal: not logged in"):
         await complete(get_provider("claude-code"), ask("PLEASE FAIL"))
 
 
+@pytest.mark.slow
 async def test_timeout_kills_the_child_and_its_children(fake_clis):
     provider = get_provider("gemini-cli", timeout=1.5)
     start = time.monotonic()
@@ -140,6 +143,7 @@ class Answer(BaseModel):
     confidence: float
 
 
+@pytest.mark.slow
 async def test_structured_output_through_a_cli(fake_clis):
     value, _ = await structured(get_provider("codex"), ask("Give JSON please"), Answer)
     assert value == Answer(answer="forty-two", confidence=0.9)
@@ -153,12 +157,14 @@ def test_config_timeout_is_used(fake_clis):
     assert provider.timeout == 7.0
 
 
+@pytest.mark.slow
 async def test_tool_specs_are_not_forced_on_the_cli(fake_clis):
     spec = ToolSpec(name="python", description="d", input_schema={"type": "object"})
     out = await complete(get_provider("claude-code"), ask("hi", tools=[spec]))
     assert out.text == "hello from claude" and "JSON schema" not in fake_clis()[0]["stdin"]
 
 
+@pytest.mark.slow
 async def test_a_run_on_a_cli_agent_shows_unknown_tokens_and_says_once_max_tokens_cannot_hold(fake_clis, ws):
     from agentstack_lab.engine import AgentRun
     from agentstack_lab.engine.state import token_text

@@ -8,6 +8,8 @@ from fakes_llm import API_KEY, Reply, Status
 
 from agentstack_lab.providers.registry import get_provider
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 fake_llm_server = fakes_llm.fake_llm_server
 fake_llm = fakes_llm.fake_llm
 

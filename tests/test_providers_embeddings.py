@@ -90,6 +90,7 @@ def test_workspace_memory_uses_the_ollama_embedder(fake_llm, tmp_path):
         ws.close()
 
 
+@pytest.mark.slow  # loads PyTorch and a model: seconds
 @pytest.mark.skipif(importlib.util.find_spec("sentence_transformers") is None,
                     reason="sentence-transformers not installed (optional extra: agentstack-lab[local-embeddings])")
 def test_local_minilm_embedder():

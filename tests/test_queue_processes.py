@@ -21,6 +21,8 @@ import pytest
 
 from agentstack_lab.coordination import Coordinator, MessageBus, TaskQueue
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 CLI = [sys.executable, "-m", "agentstack_lab.cli"]
 TYPES = ("coder", "researcher", "tester")
 

@@ -123,7 +123,7 @@ def test_default_adversarial_consensus_works_with_the_offline_provider(workdir):
 
 
 def _failing_review(request):
-    from agentstack_lab.providers.scripted import demo_reply
+    from agentstack_lab.providers.demo import demo_reply
 
     if (request.metadata or {}).get("step") == "consensus_review":
         raise RuntimeError("reviewer model unavailable")

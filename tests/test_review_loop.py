@@ -120,7 +120,7 @@ async def test_abort_stops_a_running_loop_at_once(ws):
     started = asyncio.Event()
 
     async def slow_reviewer(request):
-        from agentstack_lab.providers.scripted import demo_reply
+        from agentstack_lab.providers.demo import demo_reply
 
         if request.metadata.get("step") != "main":
             return demo_reply(request)
@@ -142,12 +142,13 @@ async def test_abort_stops_a_running_loop_at_once(ws):
         loops.abort(loop.id)
 
 
+@pytest.mark.slow
 async def test_status_and_abort_from_another_process(ws, workdir):
     """Another process reads the running loop and aborts it through the database; the owner stops."""
     started = asyncio.Event()
 
     async def slow(request):
-        from agentstack_lab.providers.scripted import demo_reply
+        from agentstack_lab.providers.demo import demo_reply
 
         if request.metadata.get("step") != "main":
             return demo_reply(request)
@@ -197,6 +198,7 @@ def test_bad_input_is_refused_before_anything_is_written(ws):
     assert loops.list() == []
 
 
+@pytest.mark.slow
 def test_a_loop_whose_process_died_reads_as_error(ws, workdir):
     """A loop left ``running`` by a killed process is not running forever."""
     from agentstack_lab.workflows.review_store import ReviewStore

@@ -15,23 +15,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agentstack_lab.engine import AgentRun
 from agentstack_lab.engine.log import read_events
-from agentstack_lab.providers.scripted import ScriptedProvider
+from agentstack_lab.providers.testing import TestModel
 
 KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
 SCRIPT = Path(sys.executable).with_name("agentstack-lab")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
-NO = {"needs_clarification": False, "has_question": False, "question": None}
-
-
-def echo(req):
-    step = req.metadata["step"]
-    if step in ("clarify", "blocking", "final"):
-        return NO
-    if step == "subquestions":
-        return {"subquestions": []}
-    return f"you said: {req.metadata['prompt']}"   # model text carrying the key back
+def echo():
+    """A test model whose text carries the prompt (and the key in it) back."""
+    return TestModel(main=lambda r: f"you said: {r.metadata['prompt']}",
+                     summary=lambda r: f"you said: {r.metadata['prompt']}")
 
 
 def cli(folder: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -43,7 +39,7 @@ def cli(folder: Path, *args: str, env: dict | None = None) -> subprocess.Complet
 
 async def test_a_key_in_a_prompt_and_the_models_text_is_stored_and_shown_redacted(ws, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-    run = AgentRun(f"why does {KEY} fail?", workspace=ws, provider=ScriptedProvider(echo))
+    run = AgentRun(f"why does {KEY} fail?", workspace=ws, provider=echo())
     live = []
     run.subscribe(lambda ev: live.append(json.dumps(ev.to_wire() if hasattr(ev, "to_wire") else str(ev))))
     await run
@@ -58,6 +54,7 @@ async def test_a_key_in_a_prompt_and_the_models_text_is_stored_and_shown_redacte
     assert KEY not in raw and "***" in raw
 
 
+@pytest.mark.slow
 def test_cli_lists_and_tasks_never_show_a_pasted_key(workdir):
     workdir.mkdir(parents=True, exist_ok=True)
     env = {"ANTHROPIC_API_KEY": KEY}
@@ -74,6 +71,7 @@ def test_cli_lists_and_tasks_never_show_a_pasted_key(workdir):
     assert KEY.encode() not in db
 
 
+@pytest.mark.slow
 def test_an_unknown_provider_from_the_environment_is_named_without_its_value(workdir):
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "agentstack.config.json").write_text(json.dumps({"providers": {"default": "${ANTHROPIC_API_KEY}"}}))
@@ -84,6 +82,7 @@ def test_an_unknown_provider_from_the_environment_is_named_without_its_value(wor
     assert done.returncode == 2 and "unknown provider" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_config_show_prints_every_environment_value_as_the_file_wrote_it(workdir):
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "agentstack.config.json").write_text(json.dumps({

@@ -188,7 +188,7 @@ async def test_401_names_the_source_never_the_key(fake_llm, config_file, key, de
     assert_logs_clean(debug_logs, key)
 
 
-@pytest.mark.parametrize("executor", ["subprocess", "live"])
+@pytest.mark.parametrize("executor", [pytest.param("subprocess", marks=pytest.mark.slow), "live"])
 async def test_run_with_python_tool_keeps_the_key_out(fake_llm, config_file, key, debug_logs, tmp_path, executor):
     from agentstack_lab.engine import AgentRun
     from agentstack_lab.workspace import Workspace
@@ -278,7 +278,7 @@ async def test_a_key_straddling_the_model_cut_is_redacted_before_truncation(fake
             assert_no_fragment(path.read_bytes(), key, str(path))
 
 
-@pytest.mark.parametrize("executor", ["live", "subprocess"])
+@pytest.mark.parametrize("executor", ["live", pytest.param("subprocess", marks=pytest.mark.slow)])
 async def test_a_secret_straddling_the_output_cap_is_redacted_before_it(executor):
     """Captured streams are capped at MAX_OUTPUT characters; the secrets the run passes are hidden first."""
     from agentstack_lab.engine.capture import MAX_OUTPUT
@@ -318,6 +318,7 @@ def test_subprocess_executor_env_drops_secret_values_under_any_name(monkeypatch,
 
 # --- CLI and MCP -----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cli_config_and_agent_run(fake_llm, config_file, key, debug_logs, tmp_path):
     outputs = []
 

@@ -24,6 +24,8 @@ from pytest_jupyter.pytest_tornasync import *  # noqa: E402, F403
 
 from agentstack_lab.events import from_wire
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 CLI = [sys.executable, "-m", "agentstack_lab.cli"]
 ENDPOINTS = ["runs", "runs/x", "runs/x/events", "memory/search?q=a", "health/live", "health/ready",
              "health/detailed", "decisions", "decisions/x", "tasks", "metrics"]

@@ -15,6 +15,8 @@ from pytest_jupyter.jupyter_core import *  # noqa: E402, F403
 from pytest_jupyter.jupyter_server import *  # noqa: E402, F403
 from pytest_jupyter.pytest_tornasync import *  # noqa: E402, F403
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 DEEP = "[" * 100_000 + "]" * 100_000
 DEEP_OBJ = '{"a":' * 50_000 + "1" + "}" * 50_000
 

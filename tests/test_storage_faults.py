@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from test_event_log_durability import fill, small_disk
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 SCRIPT = Path(sys.executable).with_name("agentstack-lab")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
 

@@ -52,6 +52,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_closing_while_another_thread_reads_waits_for_its_query_instead_of_crashing(tmp_path):
     """CPython's sqlite3 frees a connection's statements on close() even mid-step in another thread.
 

@@ -8,7 +8,7 @@ from agentstack_lab.config import Config, ConfigError
 from agentstack_lab.engine import AgentRun
 from agentstack_lab.events import AgentState
 from agentstack_lab.notebook.tree import TreeState, tree_to_text
-from agentstack_lab.providers.scripted import ScriptedProvider
+from agentstack_lab.providers.testing import TestModel
 from agentstack_lab.tasks import (
     DriftPreventedError,
     TaskError,
@@ -114,22 +114,14 @@ def test_a_warned_direct_create_names_its_task_in_the_drift_event(tmp_path):
 PROMPT = "Investigate why weekly active users dropped in the EU region last month"
 
 
-def _script(request):
+def _script():
     """The root plans two subquestions: one repeats its own prompt word for word."""
-    meta = request.metadata
-    step = meta.get("step")
-    if step == "subquestions":
-        if meta["depth"] > 0:
-            return {"subquestions": []}
-        return {"subquestions": [{"question": PROMPT, "agent_type": "researcher"},
-                                 {"question": "List marketing campaigns that ended in May", "agent_type": "analyst"}]}
-    if step in ("clarify", "blocking", "final"):
-        return {"needs_clarification": False, "has_question": False}
-    return f"answer of {meta['agent_type']} at depth {meta['depth']}"
+    return TestModel(subquestions=[PROMPT, ("List marketing campaigns that ended in May", "analyst")],
+                     main=lambda r: f"answer of {r.metadata['agent_type']} at depth {r.metadata['depth']}")
 
 
 def _run(ws, **options):
-    provider = ScriptedProvider(_script)
+    provider = _script()
     run = AgentRun(PROMPT, workspace=ws, provider=provider,
                    options={"interactive": False, "max_depth": 1, "final_question": False, **options})
     return run, provider

@@ -16,6 +16,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 SCRIPT = Path(sys.executable).with_name("agentstack-lab")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
 

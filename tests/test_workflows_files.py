@@ -12,6 +12,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 from agentstack_lab.cli.workflow import run_command
@@ -33,6 +34,7 @@ def test_binder_installs_the_package_on_a_python_it_supports():
     assert requires.startswith(">=3.") and minor >= int(requires.split(".")[1])
 
 
+@pytest.mark.slow
 def test_binder_post_build_is_an_executable_valid_script_and_readme_names_real_notebooks():
     post = BINDER / "postBuild"
     assert os.access(post, os.X_OK)

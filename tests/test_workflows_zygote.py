@@ -8,6 +8,8 @@ import pytest
 
 from agentstack_lab.workflows.zygote import Zygote, ZygoteError
 
+pytestmark = pytest.mark.slow  # every test here starts a process
+
 
 @pytest.mark.parametrize("answer", ["not json at all", '{"ready": false, "error": "preloading started threads"}'])
 def test_failed_start_raises_zygote_error_and_stops_the_process(tmp_path, answer):

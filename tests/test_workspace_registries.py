@@ -172,6 +172,7 @@ async def test_an_installed_entry_point_plugin_reaches_the_mcp_server_process(tm
             assert not res.is_error and res.structured_content["tree"]["type"] == "poet"
 
 
+@pytest.mark.slow
 def test_registries_and_plugins_form_no_import_cycle_and_keep_no_process_state():
     """The registries never import the plugin machinery; plugins.py holds no module-level manager."""
     def imports(rel: str) -> set[str]:

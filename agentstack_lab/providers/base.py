@@ -7,6 +7,7 @@ implements :class:`Provider`.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ __all__ = [
     "AgentCalls",
     "AGENT_CALLS",
     "ToolUseEvent",
+    "tool_call",
     "UsageEvent",
     "StopEvent",
     "ProviderEvent",
@@ -127,6 +129,14 @@ class ToolUseEvent:
     id: str
     name: str
     input: dict[str, Any]
+
+
+_tool_ids = itertools.count(1)
+
+
+def tool_call(name: str, input: dict[str, Any] | None = None, *, id: str | None = None) -> ToolUseEvent:
+    """A tool-use event with a fresh id (for the offline models' scripts)."""
+    return ToolUseEvent(id=id or f"toolu_scripted_{next(_tool_ids)}", name=name, input=dict(input or {}))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -166,7 +166,7 @@ def choose_provider(name: str = "auto") -> str:
 
 def _offline_reviewer(request: Any) -> Any:
     """Scripted replies for workflow agents: the demo's steps, and a main answer built from the prompt."""
-    from agentstack_lab.providers.scripted import OFFLINE_TAG, demo_reply
+    from agentstack_lab.providers.demo import OFFLINE_TAG, demo_reply
 
     meta = request.metadata or {}
     if meta.get("step") != "main":

@@ -109,7 +109,7 @@ class _RoleScript:
         self.replies, self.role, self.calls = list(replies or ()), role, 0
 
     def __call__(self, request: Any) -> Any:
-        from agentstack_lab.providers.scripted import demo_reply
+        from agentstack_lab.providers.demo import demo_reply
 
         meta = request.metadata or {}
         if meta.get("step") != "main":
