@@ -50,6 +50,7 @@ def test_code_and_magics_share_one_workspace(shell, capsys):
     assert capsys.readouterr().out.count("agentstack-lab: using database") <= 1  # announced once per process
 
 
+@pytest.mark.slow
 def test_outside_ipython_workspace_opens_the_folders_own(tmp_path):
     probe = ("import sys, json, os\nimport agentstack_lab\nheavy = ('pandas', 'IPython', 'agentstack_lab.engine', "
              "'agentstack_lab.workspace')\nbefore = [m for m in heavy if m in sys.modules]\n"
@@ -103,6 +104,7 @@ def test_a_field_that_cannot_be_filled_is_one_line_and_nothing_runs(shell, promp
     assert magics.last_run is before  # no run was made
 
 
+@pytest.mark.slow
 def test_subprocess_executor_says_it_cannot_see_attached_variables(shell, capsys):
     shell.user_ns.update(df=[1, 2, 3], rate=0.2)
     run = shell.run_line_magic("agent", LINE + "--executor subprocess how is @df growing at @rate? {len(df)} rows")

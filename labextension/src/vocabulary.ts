@@ -26,5 +26,6 @@ export const SURFACE_LABELS: Readonly<Record<string, string>> = {
   "python": "Python",
   "worker": "a queue worker",
   "policy": "the run's on_query policy",
-  "options": "the run's answers"
+  "options": "the run's answers",
+  "rule": "an approval rule"
 };
