@@ -88,6 +88,10 @@ class MemoryConfig(_Section):
     backend: Literal["sqlite", "postgres"] = "sqlite"
     postgres: PostgresConfig = Field(default_factory=PostgresConfig)
     embedder: str = "hash"
+    # the embedder's model, e.g. "text-embedding-3-large" (openai) or "nomic-embed-text" (ollama); None: the
+    # embedder's default (openai: text-embedding-3-small, ollama: all-minilm, local: all-MiniLM-L6-v2). A memory
+    # embedded with another model or dimension keeps keyword search; `agentstack-lab memory reembed` moves it over
+    embedder_model: str | None = Field(default=None, min_length=1)
     # largest entry content in UTF-8 bytes (store, store_many, every surface); checked before any work
     max_entry_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     vector: VectorConfig = Field(default_factory=VectorConfig)

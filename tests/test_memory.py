@@ -5,7 +5,7 @@ from agentstack_lab.config import Config
 from agentstack_lab.embeddings import get_embedder, list_embedders
 from agentstack_lab.embeddings.hashing import HashEmbedder
 from agentstack_lab.memory import EmbedderMismatchError, MemoryValidationError
-from agentstack_lab.memory.fts import build_fts_query, relative_scores
+from agentstack_lab.memory.fts import build_fts_query
 from agentstack_lab.memory.hybrid import rrf_fuse
 from agentstack_lab.workspace import Workspace
 
@@ -73,7 +73,6 @@ def test_fts_phrase_prefix_and_snippet(ws):
     assert build_fts_query('NEAR(a b) AND "x y" c*') == '"NEAR" OR "a" OR "b" OR "AND" OR "x y" OR "c"*'
     m.store("p4", "<b>fox</b> & co")
     assert ws.memory.search("co", "fts")[0].snippet == "&lt;b&gt;fox&lt;/b&gt; &amp; <mark>co</mark>"
-    assert relative_scores([-4.0, -2.0, -3.0]) == [1.0, 0.5, 0.5] and relative_scores([]) == []
 
 
 def test_hybrid_finds_keyword_only_and_vector_only_entries(ws):
