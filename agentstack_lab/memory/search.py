@@ -30,8 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from agentstack_lab.embeddings.stopwords import content_words
 from agentstack_lab.errors import AgentstackError, message
 from agentstack_lab.memory.access import MemoryValidationError, can_access_entry
+from agentstack_lab.memory.fts import fts_terms
 from agentstack_lab.memory.hybrid import rrf_fuse
 from agentstack_lab.memory.scores import DEFAULT_FLOOR, fuse, vector_floor, vector_score
 from agentstack_lab.memory.vectors import VectorFilter
@@ -169,7 +171,9 @@ def search(memory: Memory, query: str, mode: SearchMode = "hybrid", *, namespace
     mismatch = getattr(memory.backend, "mismatch", None)
     if mismatch is not None and mode == "vector":
         raise mismatch
-    wants_vectors = mode in ("vector", "hybrid") and bool(query.strip()) and mismatch is None
+    # a query of stop words only ("the", "is it") asks about nothing: no vector finds it either
+    meaningful = bool(content_words(query)) or bool(fts_terms(query)) and '"' in query
+    wants_vectors = mode in ("vector", "hybrid") and meaningful and mismatch is None
     pool = limit if mode != "hybrid" else max(limit * 3, 30)
     fts_hits: builtins.list[dict[str, Any]] = []
     vec_hits: builtins.list[tuple[int, float]] = []
