@@ -184,9 +184,10 @@ def test_embedder_mismatch_is_a_clear_error(tmp_path):
     with Workspace.open(tmp_path / "w", announce=False) as ws:
         ws.memory.store("k", "v")
     cfg = Config.from_dict({"memory": {"vector": {"dimensions": 128}}})
-    with Workspace.open(tmp_path / "w", config=cfg, announce=False) as ws, \
-            pytest.raises(EmbedderMismatchError, match=r"384 dims.*128 dims"):
-        ws.memory.count()
+    with Workspace.open(tmp_path / "w", config=cfg, announce=False) as ws:
+        assert ws.memory.count() == 1 and [h.key for h in ws.memory.search("v", "fts")] == ["k"]
+        with pytest.raises(EmbedderMismatchError, match=r"dimension 384, the configured .* gives dimension 128"):
+            ws.memory.search("v", "vector")
 
 
 def test_hash_embedder_is_deterministic_normalised_and_fuzzy():
