@@ -69,6 +69,7 @@ def main() -> None:
     ap.add_argument("--embedder", default="hash")
     ap.add_argument("--pairs", type=int, default=1500)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1])
+    ap.add_argument("--words", nargs="+", default=["1-3", "4-8"], help="query lengths, e.g. 1-3 4-8")
     args = ap.parse_args()
     from agentstack_lab.embeddings import get_embedder
 
@@ -77,12 +78,16 @@ def main() -> None:
     print(f"embedder {args.embedder} ({emb.model}), {len(notes)} sentences\n")
     print("| query words | seed | unrelated p99 | unrelated max | related p5 | related p50 |")
     print("|---|---|---|---|---|---|")
-    for lo, hi in ((1, 3), (4, 8)):
+    floors: list[float] = []
+    for lo, hi in (tuple(int(x) for x in w.split("-")) for w in args.words):
         for seed in args.seeds:
             rel, unrel = pairs(notes, random.Random(seed), lo, hi, args.pairs)
             r, u = cosines(emb, rel), cosines(emb, unrel)
             print(f"| {lo}-{hi} | {seed} | {np.percentile(u, 99):.3f} | {u.max():.3f} | {np.percentile(r, 5):.3f}"
                   f" | {np.percentile(r, 50):.3f} |", flush=True)
+            floors.append(float(np.percentile(u, 99)))
+    print(f"\nsuggested floor (memory.hybrid.min_vector_score): {np.ceil(max(floors) * 20) / 20:.2f}"
+          " (the highest unrelated p99, rounded up to 0.05)")
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def test_the_configured_model_reaches_the_wire(fake_llm, tmp_path, embedder, pat
 def test_the_hash_embedder_has_no_other_model(tmp_path):
     cfg = Config.model_validate({"memory": {"embedder_model": "text-embedding-3-large"}})
     with Workspace.open(tmp_path / "w", config=cfg, announce=False) as ws, pytest.raises(ConfigError) as info:
-        ws.embedder
+        _ = ws.embedder
     assert str(info.value).startswith("memory.embedder_model: the hash embedder has one model, 'hash-ngram-v1'")
 
 

@@ -26,7 +26,6 @@ import html
 import json
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
