@@ -108,7 +108,7 @@ def test_reembed_through_the_cli_resumes_after_an_interruption(workdir):
     assert code == 0 and out.strip() == "re-embedded 600 entries with hash (model 'hash-ngram-v1', dimension 96)"
     with Workspace.open(workdir, announce=False) as ws:
         assert ws.memory.stats() == {"memory": 600, "fts": 600, "vector": 600}
-        assert ws.db.query("SELECT count(*) FROM memory_vec_next")[0][0] == 0
+        assert ws.db.query("SELECT count(*) FROM memory_reembed_vec")[0][0] == 0
 
 
 def test_reembed_resumes_after_the_embedder_failed_midway(tmp_path, monkeypatch):

@@ -2,7 +2,7 @@
 
 ``agentstack-lab memory reembed``, ``%memory reembed`` and :meth:`Memory.reembed
 <agentstack_lab.memory.api.Memory.reembed>` call :func:`reembed`. The new vectors go to
-``memory_vec_next`` in batches, each its own short transaction, so every other process keeps reading
+``memory_reembed_vec`` in batches, each its own short transaction, so every other process keeps reading
 and writing the memory meanwhile (searches answer from the old vectors when their embedder made them,
 from keywords when not). Each new vector is stored with the content hash it was made from: an entry
 changed meanwhile is embedded again, and an interrupted run resumes where it stopped (the embedder is
@@ -27,7 +27,7 @@ __all__ = ["ReembedResult", "reembed", "pending"]
 
 Progress = Callable[[int, int], None]   # (entries with a new vector, entries in the memory)
 
-_TODO = ("SELECT m.rid, m.content, m.content_hash FROM memory m LEFT JOIN memory_vec_next n ON n.rid = m.rid"
+_TODO = ("SELECT m.rid, m.content, m.content_hash FROM memory m LEFT JOIN memory_reembed_vec n ON n.rid = m.rid"
          " WHERE m.rid > ? AND (n.rid IS NULL OR n.content_hash != m.content_hash) ORDER BY m.rid LIMIT ?")
 
 
@@ -46,7 +46,7 @@ class ReembedResult:
 
 def pending(db: Any) -> tuple[str, str, int, int] | None:
     """``(embedder, model, dimensions, vectors made)`` of an unfinished re-embedding, or ``None``."""
-    row = db.conn.execute("SELECT embedder, model, dimensions, (SELECT count(*) FROM memory_vec_next)"
+    row = db.conn.execute("SELECT embedder, model, dimensions, (SELECT count(*) FROM memory_reembed_vec)"
                           " FROM vector_reembed WHERE id = 1").fetchone()
     return (row[0], row[1], int(row[2]), int(row[3])) if row is not None else None
 
@@ -57,7 +57,7 @@ def _start(db: Any, target: tuple[str, str, int]) -> bool:
         row = conn.execute("SELECT embedder, model, dimensions FROM vector_reembed WHERE id = 1").fetchone()
         if row is not None and (row[0], row[1], int(row[2])) == target:
             return True
-        conn.execute("DELETE FROM memory_vec_next")
+        conn.execute("DELETE FROM memory_reembed_vec")
         conn.execute("INSERT OR REPLACE INTO vector_reembed (id, embedder, model, dimensions, started_at)"
                      " VALUES (1, ?, ?, ?, ?)", (*target, time.time()))
         return False
@@ -73,13 +73,13 @@ def _embed(embedder: Any, texts: list[str], dims: int) -> np.ndarray:
 
 def _save(conn: Any, rows: list[tuple[int, str, str]], vecs: np.ndarray) -> None:
     """Store new vectors of entries whose content is still what was embedded."""
-    conn.executemany("INSERT OR REPLACE INTO memory_vec_next (rid, content_hash, embedding) SELECT ?1, ?2, ?3"
+    conn.executemany("INSERT OR REPLACE INTO memory_reembed_vec (rid, content_hash, embedding) SELECT ?1, ?2, ?3"
                      " WHERE EXISTS (SELECT 1 FROM memory WHERE rid = ?1 AND content_hash = ?2)",
                      [(rid, h, vecs[i].tobytes()) for i, (rid, _, h) in enumerate(rows)])
 
 
 def _done(conn: Any) -> int:
-    return conn.execute("SELECT count(*) FROM memory_vec_next n JOIN memory m ON m.rid = n.rid"
+    return conn.execute("SELECT count(*) FROM memory_reembed_vec n JOIN memory m ON m.rid = n.rid"
                         " AND m.content_hash = n.content_hash").fetchone()[0]
 
 
@@ -139,12 +139,12 @@ def _swap(db: Any, embedder: Any, target: tuple[str, str, int], batch_size: int)
             return False
         if rows:   # entries written during the last pass: few, embedded while holding the lock
             _save(conn, rows, _embed(embedder, [r[1] for r in rows], target[2]))
-        conn.execute("DELETE FROM memory_vec_next WHERE rid NOT IN (SELECT rid FROM memory)")
+        conn.execute("DELETE FROM memory_reembed_vec WHERE rid NOT IN (SELECT rid FROM memory)")
         conn.execute("DELETE FROM memory_vec")
-        conn.execute("INSERT INTO memory_vec (rid, embedding) SELECT rid, embedding FROM memory_vec_next")
+        conn.execute("INSERT INTO memory_vec (rid, embedding) SELECT rid, embedding FROM memory_reembed_vec")
         conn.execute("UPDATE vector_index SET embedder = ?, model = ?, dimensions = ?, generation = generation + 1"
                      " WHERE id = 1", target)
-        conn.execute("DELETE FROM memory_vec_next")
+        conn.execute("DELETE FROM memory_reembed_vec")
         conn.execute("DELETE FROM vector_reembed")
         # every process's vector index follows vector_index.generation (SqliteBackend.refresh: a new index)
     return True

@@ -211,14 +211,14 @@ def foundation_fts_own_file(conn: Any) -> None:
 def foundation_memory_reembed(conn: Any) -> None:
     """Where ``memory reembed`` puts the new vectors until they replace ``memory_vec`` (``memory/reembed.py``).
 
-    ``memory_vec_next`` holds one vector per entry with the content hash it was made from (a changed entry
+    ``memory_reembed_vec`` holds one vector per entry with the content hash it was made from (a changed entry
     is embedded again); ``vector_reembed`` names the embedder they come from, so an interrupted run
     resumes with the same one and starts over with another. ``vector_index.generation`` counts the
     re-embeddings: every process's vector index follows it (``created_at`` names the database, and
     the full-text index keeps following that).
     """
     conn.execute("ALTER TABLE vector_index ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
-    conn.execute("CREATE TABLE memory_vec_next (rid INTEGER PRIMARY KEY, content_hash TEXT NOT NULL,"
+    conn.execute("CREATE TABLE memory_reembed_vec (rid INTEGER PRIMARY KEY, content_hash TEXT NOT NULL,"
                  " embedding BLOB NOT NULL)")
     conn.execute("""
         CREATE TABLE vector_reembed (
