@@ -65,11 +65,16 @@ class VectorConfig(_Section):
 
 
 class HybridConfig(_Section):
+    # how much keyword and vector evidence count in a hybrid score, 1 - (1 - fts)^a (1 - vector)^b with a, b
+    # these weights over the larger one (memory/scores.py)
     fts_weight: float = Field(default=1.0, ge=0)
+    # the vector side's weight (see fts_weight)
     vector_weight: float = Field(default=1.0, ge=0)
+    # reciprocal rank fusion's k: orders hybrid hits of equal score
     rrf_k: int = Field(default=60, ge=1)
     # vector hits below this cosine similarity are dropped (unrelated entries add only noise); None: the
-    # embedder's calibrated floor (hash embedder: 0.2 for 1-3 word queries, 0.35 longer; see memory/search.py)
+    # embedder's calibrated floor (hash: 0.2 for 1-3 word queries, 0.35 longer; MiniLM and others: 0.3;
+    # see memory/scores.py)
     min_vector_score: float | None = Field(default=None, ge=-1, le=1)
 
 

@@ -68,7 +68,9 @@ class EmbedderFailedError(AgentstackError, RuntimeError):
 
 @dataclass(frozen=True)
 class SearchResult:
-    """A search hit: ``score`` in 0..1 (absolute: :mod:`~agentstack_lab.memory.scores`), ``matched`` indexes, ``snippet`` as HTML (FTS matches in ``<mark>``).
+    """A search hit: absolute ``score`` in 0..1 (:mod:`~.scores`), ``matched`` indexes, ``snippet`` as HTML.
+
+    The snippet marks the keyword matches in ``<mark>``.
 
     ``degraded`` says why the hit was found by keywords only when the search asked for more
     (``None`` normally).
