@@ -180,14 +180,20 @@ def test_bulk_store_keeps_the_insert_triggers_and_fails_whole(ws, monkeypatch):
     assert m.stats()["fts"] == 201
 
 
-def test_embedder_mismatch_is_a_clear_error(tmp_path):
-    with Workspace.open(tmp_path / "w", announce=False) as ws:
-        ws.memory.store("k", "v")
-    cfg = Config.from_dict({"memory": {"vector": {"dimensions": 128}}})
+def test_embedder_mismatch_is_a_clear_error_and_keeps_keyword_search(tmp_path, backend_config):
+    with Workspace.open(tmp_path / "w", config=Config.from_dict(backend_config), announce=False) as ws:
+        ws.memory.store("k", "the value of v")
+    memory = {**backend_config.get("memory", {}), "vector": {"dimensions": 128}}
+    cfg = Config.from_dict({**backend_config, "memory": memory})
     with Workspace.open(tmp_path / "w", config=cfg, announce=False) as ws:
-        assert ws.memory.count() == 1 and [h.key for h in ws.memory.search("v", "fts")] == ["k"]
-        with pytest.raises(EmbedderMismatchError, match=r"dimension 384, the configured .* gives dimension 128"):
-            ws.memory.search("v", "vector")
+        assert ws.memory.count() == 1 and [e.key for e in ws.memory.list()] == ["k"]
+        assert [h.key for h in ws.memory.search("value", "fts")] == ["k"]
+        hits = ws.memory.search("value")
+        assert [h.key for h in hits] == ["k"] and "gives dimension 128" in hits.degraded
+        for call in (lambda: ws.memory.search("value", "vector"), lambda: ws.memory.store("k2", "more")):
+            with pytest.raises(EmbedderMismatchError, match=r"dimension 384, the configured .* gives dimension 128"):
+                call()
+        assert ws.memory.delete("k") and ws.memory.count() == 0
 
 
 def test_hash_embedder_is_deterministic_normalised_and_fuzzy():
