@@ -202,3 +202,31 @@ def test_memory_magic_keeps_working_on_a_mismatch_and_reembeds_in_the_background
     finally:
         magics._workspace.close()
         magics._workspace = None
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_cli_reembed_and_the_next_run_resumes(workdir):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    with Workspace.open(workdir, announce=False) as ws:
+        ws.memory.store_many([(f"m{i}", f"entry {i} about topic {i % 17}") for i in range(3000)])
+    _config(workdir, vector={"dimensions": 40})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-m", "agentstack_lab.cli", "memory", "reembed", "--batch-size", "1"],
+                            cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with Workspace.open(workdir, announce=False) as ws:   # wait until it has made some vectors (no sleep-and-hope)
+        deadline = time.monotonic() + 120
+        while ws.db.query("SELECT count(*) FROM memory_reembed_vec")[0][0] < 10:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert "memory reembed: interrupted; run it again to resume where it stopped" in err
+    code, out, err = cli("memory", "reembed", "--json")
+    got = json.loads(out)
+    assert code == 0 and got["finished"] and got["resumed"] and 0 < got["embedded"] < 3000 - 9
