@@ -65,11 +65,16 @@ class VectorConfig(_Section):
 
 
 class HybridConfig(_Section):
+    # how much keyword and vector evidence count in a hybrid score, 1 - (1 - fts)^a (1 - vector)^b with a, b
+    # these weights over the larger one (memory/scores.py)
     fts_weight: float = Field(default=1.0, ge=0)
+    # the vector side's weight (see fts_weight)
     vector_weight: float = Field(default=1.0, ge=0)
+    # reciprocal rank fusion's k: orders hybrid hits of equal score
     rrf_k: int = Field(default=60, ge=1)
     # vector hits below this cosine similarity are dropped (unrelated entries add only noise); None: the
-    # embedder's calibrated floor (hash embedder: 0.2 for 1-3 word queries, 0.35 longer; see memory/search.py)
+    # embedder's calibrated floor (hash: 0.2 for 1-3 word queries, 0.35 longer; MiniLM and others: 0.3;
+    # see memory/scores.py)
     min_vector_score: float | None = Field(default=None, ge=-1, le=1)
 
 
@@ -88,6 +93,10 @@ class MemoryConfig(_Section):
     backend: Literal["sqlite", "postgres"] = "sqlite"
     postgres: PostgresConfig = Field(default_factory=PostgresConfig)
     embedder: str = "hash"
+    # the embedder's model, e.g. "text-embedding-3-large" (openai) or "nomic-embed-text" (ollama); None: the
+    # embedder's default (openai: text-embedding-3-small, ollama: all-minilm, local: all-MiniLM-L6-v2). A memory
+    # embedded with another model or dimension keeps keyword search; `agentstack-lab memory reembed` moves it over
+    embedder_model: str | None = Field(default=None, min_length=1)
     # largest entry content in UTF-8 bytes (store, store_many, every surface); checked before any work
     max_entry_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     vector: VectorConfig = Field(default_factory=VectorConfig)

@@ -213,10 +213,12 @@ class Workspace:
 
     @property
     def embedder(self) -> Embedder:
-        """The embedder ``memory.embedder`` names, built once from :attr:`embedders`."""
+        """The embedder ``memory.embedder`` names (with ``memory.embedder_model``), built once from :attr:`embedders`."""
         if self._embedder is None:
             cfg = self.config.memory
-            self._embedder = self.embedders.build(cfg.embedder, dimensions=cfg.vector.dimensions, config=self.config)
+            model = {"model": cfg.embedder_model} if cfg.embedder_model is not None else {}
+            self._embedder = self.embedders.build(cfg.embedder, dimensions=cfg.vector.dimensions, config=self.config,
+                                                  **model)
         return self._embedder
 
     @property

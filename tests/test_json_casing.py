@@ -121,6 +121,7 @@ def test_every_json_command_prints_camel_case_keys(workdir):
     assert cli("memory", "get", "q3")["metadata"] == META
     cli("memory", "search", "quarterly")
     cli("memory", "list")
+    assert cli("memory", "reembed")["finished"] is True
     sid = cli("session", "start", "--name", "demo")["id"]
     cli("session", "status", sid)
     cli("session", "active")

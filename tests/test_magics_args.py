@@ -73,7 +73,7 @@ def test_memory_lines():
     ("search x --mode magic", "%memory search: error: argument --mode: invalid choice: 'magic' (choose from "),
     ("search x --limit many", "%memory search: error: argument --limit: expected an integer"),
     ("get", "%memory get: error: the following arguments are required: key"),
-    ("frobnicate", "%memory: error: argument {store,get,search,list,delete}: invalid choice: 'frobnicate'"),
+    ("frobnicate", "%memory: error: argument {store,get,search,list,delete,reembed}: invalid choice: 'frobnicate'"),
     ("list --bogus", "%memory: error: unrecognized arguments: --bogus"),
     ('store k "unclosed', "%memory: error: unbalanced quotes in the line: No closing quotation"),
 ])

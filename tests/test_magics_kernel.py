@@ -161,7 +161,7 @@ def test_memory_magics(executed):
     (line,) = _one_line_error(executed["mem-missing"])
     assert line == "%memory: no entry 'nope' in namespace 'default'"
     (line,) = _one_line_error(executed["mem-bad"])
-    assert line.startswith("UsageError: %memory: error: argument {store,get,search,list,delete}: invalid choice: 'frobnicate'")
+    assert line.startswith("UsageError: %memory: error: argument {store,get,search,list,delete,reembed}: invalid choice: 'frobnicate'")
     (line,) = _one_line_error(executed["mem-quote"])
     assert line == "UsageError: %memory: error: unbalanced quotes in the line: No closing quotation (%memory -h for help)"
     listing = _text(executed["mem-delete"])

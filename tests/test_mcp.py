@@ -86,6 +86,11 @@ async def test_tools_memory_agent_run_and_tree(workdir):
         hits = (await call(s, "memory_search", query="kubernetes"))["results"]
         assert hits[0]["key"] == "plan" and "fts" in hits[0]["matched"]
         assert [h["key"] for h in (await call(s, "memory_search", query="kubernetes", mode="fts"))["results"]] == ["plan"]
+        for mode in ("fts", "vector", "hybrid"):   # stop words shared with both notes are no hit (issue 31)
+            assert (await call(s, "memory_search", query="is the cluster on the vpn", mode=mode))["count"] == 0
+        partial = (await call(s, "memory_search", query="kubernetes budget forecast", mode="fts"))["results"]
+        assert [h["key"] for h in partial] == ["plan"] and partial[0]["score"] < 0.5   # one word of three
+        assert (await call(s, "memory_search", query="kubernetes budget forecast", threshold=0.5))["count"] == 0
         assert (await call(s, "memory_get", key="plan"))["tags"] == ["work"]
         assert [e["key"] for e in (await call(s, "memory_list", tag="work"))["entries"]] == ["plan"]
 

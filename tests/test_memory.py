@@ -5,7 +5,7 @@ from agentstack_lab.config import Config
 from agentstack_lab.embeddings import get_embedder, list_embedders
 from agentstack_lab.embeddings.hashing import HashEmbedder
 from agentstack_lab.memory import EmbedderMismatchError, MemoryValidationError
-from agentstack_lab.memory.fts import build_fts_query, relative_scores
+from agentstack_lab.memory.fts import build_fts_query
 from agentstack_lab.memory.hybrid import rrf_fuse
 from agentstack_lab.workspace import Workspace
 
@@ -73,7 +73,6 @@ def test_fts_phrase_prefix_and_snippet(ws):
     assert build_fts_query('NEAR(a b) AND "x y" c*') == '"NEAR" OR "a" OR "b" OR "AND" OR "x y" OR "c"*'
     m.store("p4", "<b>fox</b> & co")
     assert ws.memory.search("co", "fts")[0].snippet == "&lt;b&gt;fox&lt;/b&gt; &amp; <mark>co</mark>"
-    assert relative_scores([-4.0, -2.0, -3.0]) == [1.0, 0.5, 0.5] and relative_scores([]) == []
 
 
 def test_hybrid_finds_keyword_only_and_vector_only_entries(ws):
@@ -181,13 +180,20 @@ def test_bulk_store_keeps_the_insert_triggers_and_fails_whole(ws, monkeypatch):
     assert m.stats()["fts"] == 201
 
 
-def test_embedder_mismatch_is_a_clear_error(tmp_path):
-    with Workspace.open(tmp_path / "w", announce=False) as ws:
-        ws.memory.store("k", "v")
-    cfg = Config.from_dict({"memory": {"vector": {"dimensions": 128}}})
-    with Workspace.open(tmp_path / "w", config=cfg, announce=False) as ws, \
-            pytest.raises(EmbedderMismatchError, match=r"384 dims.*128 dims"):
-        ws.memory.count()
+def test_embedder_mismatch_is_a_clear_error_and_keeps_keyword_search(tmp_path, backend_config):
+    with Workspace.open(tmp_path / "w", config=Config.from_dict(backend_config), announce=False) as ws:
+        ws.memory.store("k", "the value of v")
+    memory = {**backend_config.get("memory", {}), "vector": {"dimensions": 128}}
+    cfg = Config.from_dict({**backend_config, "memory": memory})
+    with Workspace.open(tmp_path / "w", config=cfg, announce=False) as ws:
+        assert ws.memory.count() == 1 and [e.key for e in ws.memory.list()] == ["k"]
+        assert [h.key for h in ws.memory.search("value", "fts")] == ["k"]
+        hits = ws.memory.search("value")
+        assert [h.key for h in hits] == ["k"] and "gives dimension 128" in hits.degraded
+        for call in (lambda: ws.memory.search("value", "vector"), lambda: ws.memory.store("k2", "more")):
+            with pytest.raises(EmbedderMismatchError, match=r"dimension 384, the configured .* gives dimension 128"):
+                call()
+        assert ws.memory.delete("k") and ws.memory.count() == 0
 
 
 def test_hash_embedder_is_deterministic_normalised_and_fuzzy():

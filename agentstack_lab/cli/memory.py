@@ -1,4 +1,4 @@
-"""``agentstack-lab memory ...``: store, get, search, list and delete entries of the workspace memory.
+"""``agentstack-lab memory ...``: store, get, search, list and delete entries; re-embed the whole memory.
 
 Reads take ``--json``. Numbers are checked before any work (:mod:`agentstack_lab.validation`):
 ``--threshold`` is a finite score in 0..1, ``--limit``/``--offset`` fit SQLite's 64-bit integers.
@@ -6,6 +6,7 @@ Reads take ``--json``. Numbers are checked before any work (:mod:`agentstack_lab
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -151,3 +152,33 @@ def memory_delete(ctx: typer.Context, key: str, namespace: str = NS, session: st
     typer.echo(f"deleted {key}")
 
 
+
+
+@app.command("reembed")
+def memory_reembed(ctx: typer.Context,
+                   batch_size: int = typer.Option(256, "--batch-size", help="Entries embedded per batch."),
+                   as_json: bool = JSON_OPTION):
+    """Re-embed every entry with the configured embedder (resumable; the memory stays searchable)."""
+    check_int("--batch-size", batch_size, minimum=1)
+    mem = open_workspace(ctx).memory
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TimeRemainingColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TaskProgressColumn(), TimeRemainingColumn(), console=Console(stderr=True)) as bar:
+        task = bar.add_task("re-embedding", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        try:
+            result = mem.reembed(batch_size=batch_size, progress=progress)
+        except KeyboardInterrupt:
+            bar.stop()
+            typer.echo("memory reembed: interrupted; run it again to resume where it stopped", err=True)
+            raise typer.Exit(130) from None
+    if as_json:
+        print_json(dataclasses.asdict(result))
+        return
+    typer.echo(f"re-embedded {result.total} entries with {result.embedder} (model {result.model!r}, dimension"
+               f" {result.dimensions}){'; resumed an interrupted run' if result.resumed else ''}")

@@ -41,12 +41,16 @@ class LocalEmbedder:
     name = "local"
     model = "all-MiniLM-L6-v2"
 
-    def __init__(self, *, dimensions: int = 384, model_path: str | None = None, device: str | None = None) -> None:
+    def __init__(self, *, dimensions: int = 384, model_path: str | None = None, device: str | None = None,
+                 model: str | None = None) -> None:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ImportError("the local embedder needs sentence-transformers: "
                               "pip install 'agentstack-lab[local-embeddings]'") from exc
+        if model is not None and model not in (self.model, MODEL_NAME):   # another sentence-transformers model
+            self.model = model
+            model_path = model_path or model
         source = model_path or packaged_model_dir() or MODEL_NAME
         self._model = SentenceTransformer(str(source), device=device or "cpu")
         # sentence-transformers 6 renamed the method (the old name warns); 3-5 have only the old one
@@ -72,5 +76,5 @@ class LocalEmbedder:
 
 
 def factory(*, dimensions: int = 384, config: object = None, **overrides: object) -> LocalEmbedder:
-    """Registry factory (``model_path=``, ``device=`` overrides)."""
+    """Registry factory (``model=`` a sentence-transformers model name or folder, ``model_path=``, ``device=``)."""
     return LocalEmbedder(dimensions=dimensions, **{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]

@@ -45,9 +45,15 @@ class UnknownEmbedderError(AgentstackError, LookupError):
     """No embedder is registered under that name."""
 
 
-def _hash_factory(*, dimensions: int = 384, config: Config | None = None, **_: Any) -> Embedder:
+def _hash_factory(*, dimensions: int = 384, config: Config | None = None, model: str | None = None,
+                  **_: Any) -> Embedder:
     from agentstack_lab.embeddings.hashing import HashEmbedder
 
+    if model not in (None, HashEmbedder.model):
+        from agentstack_lab.config import ConfigError
+
+        raise ConfigError(f"memory.embedder_model: the hash embedder has one model, {HashEmbedder.model!r};"
+                          f" got {model!r} (pick embedder openai, ollama or local for other models)")
     return HashEmbedder(dimensions=dimensions)
 
 

@@ -313,7 +313,11 @@ class Toolbox(DecisionTools, SystemTools):
                       agent_id: str | None = None, include_shared: bool = True,
                       limit: Annotated[int, Field(ge=1, le=200)] = 10,
                       threshold: Annotated[float | None, Field(ge=0, le=1)] = None) -> dict[str, Any]:
-        """Search memory by keywords (FTS5), by meaning (vectors) or both (hybrid, rank fusion)."""
+        """Search memory by keywords (FTS5), by meaning (vectors) or both (hybrid).
+
+        Scores are absolute, 0..1 in every search (keywords: share of the query's words found; vectors:
+        similarity above the embedder's floor), so ``threshold`` filters; absent things return nothing.
+        """
         hits = self._memory(session_id, session_token, agent_id).search(query, mode, namespace=namespace, agent_id=agent_id,
                                                          include_shared=include_shared, limit=limit,
                                                          threshold=threshold)

@@ -230,6 +230,10 @@ class Memory:
             raise MemoryValidationError(f"entry {key!r} belongs to agent {stored_agent!r}")
 
     def _write(self, items: builtins.list[_Item]) -> int:
+        if items:
+            self.backend.refresh()   # a re-embedding finished since, in any process: write the new vectors
+            if self.backend.mismatch is not None:   # new vectors would not fit the stored ones: nothing is written
+                raise self.backend.mismatch
         return self.backend.write(items, self._embed, self._owner, bool(getattr(self.embedder, "in_process", False)))
 
     def delete(self, key: str, *, namespace: str | None = None) -> bool:
@@ -318,13 +322,22 @@ class Memory:
         """Search by keywords (FTS5/BM25), by meaning (vectors) or both fused with reciprocal rank fusion.
 
         ``namespace=None`` searches every namespace this memory may see. ``threshold`` drops hits whose
-        score (0..1 in each mode) is below it. Any text is a valid query. Vector hits below the
-        embedder's calibrated floor never count, so a query for something absent finds nothing. When
-        the embedder fails, hybrid search answers from keywords and sets ``degraded`` on the hits and
-        the returned list; ``mode="vector"`` raises :class:`~agentstack_lab.memory.search.EmbedderFailedError`.
+        score is below it; scores are absolute, 0..1 in each mode (:mod:`~agentstack_lab.memory.scores`).
+        Any text is a valid query. Stop words alone and vector hits below the embedder's calibrated floor
+        never count, so a query for something absent finds nothing. When the embedder fails, or the
+        memory was embedded by another embedder (:meth:`reembed`), hybrid search answers from keywords
+        and sets ``degraded`` on the hits and the returned list; ``mode="vector"`` raises
+        :class:`~agentstack_lab.memory.search.EmbedderFailedError` or
+        :class:`~agentstack_lab.memory.vectors.EmbedderMismatchError`.
         """
         return search(self, query, mode, namespace=namespace, agent_id=agent_id, include_shared=include_shared,
                       limit=limit, threshold=threshold)
+
+    def reembed(self, *, batch_size: int = 256, progress: Any = None, stop: Any = None) -> Any:
+        """Re-embed every entry with the configured embedder (see :func:`.reembed.reembed`); resumable."""
+        from agentstack_lab.memory.reembed import reembed
+
+        return reembed(self, batch_size=batch_size, progress=progress, stop=stop)
 
     # --- helpers ------------------------------------------------------------------------------------
     @property

@@ -1,10 +1,11 @@
-r"""FTS5 search over ``memory_fts``: safe query building, BM25 scaled to 0..1, snippets.
+r"""FTS5 search over ``memory_fts``: safe query building, BM25 ranking, absolute scores, snippets.
 
 Any user text becomes a valid FTS5 query: it is split into words (``\w+``), each
 word is quoted (so ``AND``, ``NEAR``, ``-``, ``:``, ``^``, ``(`` lose their operator
 meaning), ``word*`` keeps a prefix search and ``"two words"`` a phrase. Entries with
-every term rank first; then entries with some of the selective terms, so a
-natural-language question still finds entries (see :func:`fts_search`).
+every content term rank first; then entries with some of the selective terms, so a
+natural-language question still finds entries (see :func:`fts_search`). Stop words are left out of
+the search (:func:`content_terms`), and scores are absolute (:mod:`agentstack_lab.memory.scores`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import math
 import re
 from typing import Any
 
-__all__ = ["build_fts_query", "fts_terms", "relative_scores", "fts_search", "fts_snippets", "mark_snippet",
+from agentstack_lab.memory.scores import is_stop_term, keyword_scores
+
+__all__ = ["build_fts_query", "fts_terms", "content_terms", "fts_search", "fts_snippets", "mark_snippet",
            "common_cap", "MAX_TERMS"]
 
 MAX_TERMS = 64  # FTS5 limits expression depth; a 10,000-character query keeps its first 64 distinct terms
@@ -56,19 +59,9 @@ def _add_terms(segment: str, add) -> None:
         add(f'"{word}"' + ("*" if star else ""))
 
 
-def relative_scores(raw: list[float]) -> list[float]:
-    """FTS5 BM25 values (negative, lower is better) as 0..1 scores relative to the best hit (1.0).
-
-    Relative, because FTS5's IDF is floored near zero for a term in half the entries or more, so
-    absolute BM25 values of a small memory are all ~1e-6. Scores never increase down the list
-    (entries with every term are listed first even when an any-term hit scores higher).
-    """
-    best = max((-r for r in raw), default=0.0)
-    out, prev = [], 1.0
-    for r in raw:
-        prev = min(prev, -r / best) if best > 0 else 1.0
-        out.append(max(0.0, prev))
-    return out
+def content_terms(text: str) -> list[str]:
+    """:func:`fts_terms` without bare stop words (a hit on those alone is no hit; see :mod:`.scores`)."""
+    return [t for t in fts_terms(text) if not is_stop_term(t)]
 
 
 SCORE_CAP = 20_000   # a term in more entries than max(2,000, min(this, 5% of them)) is "common"
@@ -82,7 +75,7 @@ def common_cap(entries: int) -> int:
 
 def fts_search(conn: Any, text: str, where: str, params: list[Any], limit: int,
                df_cache: dict[str, tuple[int, int]] | None = None) -> list[dict[str, Any]]:
-    """Ranked FTS hits (``rid``, ``raw``, ``score``; no snippet: see :func:`fts_snippets`).
+    """Ranked FTS hits (``rid``, ``raw``, ``score`` as :func:`~.scores.keyword_scores`; no snippet: see :func:`fts_snippets`).
 
     ``where``/``params`` filter the joined ``memory m`` rows inside the query.
 
@@ -96,7 +89,7 @@ def fts_search(conn: Any, text: str, where: str, params: list[Any], limit: int,
     common terms only ranks its first :data:`FIRST_N` every-term matches (rowid order) by a BM25
     computed here from their text, with the counts ``df_cache`` remembers per term.
     """
-    terms = fts_terms(text)
+    terms = content_terms(text)
     if not terms or limit <= 0:
         return []
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory'").fetchone()
@@ -111,6 +104,7 @@ def fts_search(conn: Any, text: str, where: str, params: list[Any], limit: int,
         hits = _ranked(conn, " AND ".join(scored), every, where, params, limit)
     else:
         hits = _first_matches(conn, every, terms, dfs, entries, where, params, limit)
+    complete = len(hits)
     if len(hits) < limit and len(terms) > 1:
         seen = {h["rid"] for h in hits}
         if scored:
@@ -119,8 +113,12 @@ def fts_search(conn: Any, text: str, where: str, params: list[Any], limit: int,
             rare = min(terms, key=lambda t: dfs[t])
             more = _first_matches(conn, rare, [rare], dfs, entries, where, params, limit + len(seen))
         hits += [h for h in more if h["rid"] not in seen][:limit - len(hits)]
-    for h, score in zip(hits, relative_scores([h["raw"] for h in hits]), strict=True):
-        h["score"] = score
+
+    def matches(term: str, rids: list[int]) -> list[int]:
+        return [r[0] for r in conn.execute("SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? AND rowid IN"
+                                           " (SELECT value FROM json_each(?))", (term, json.dumps(rids)))]
+
+    keyword_scores(hits, terms, dfs, entries, matches, complete)
     return hits
 
 
@@ -200,7 +198,8 @@ def fts_snippets(snippet: Any, text: str, rids: list[int]) -> dict[int, str]:
     matching ``expr`` (see ``FtsFile.snippets``). Computed after ranking, for the few hits a search
     returns: ``snippet()`` in the ranking query ran for every match before ``ORDER BY ... LIMIT``.
     """
-    expr = build_fts_query(text, "OR")
+    terms = content_terms(text)
+    expr = " OR ".join(terms) if terms else None
     if expr is None or not rids:
         return {}
     return {rid: mark_snippet(snip) for rid, snip in snippet(expr, rids).items()}

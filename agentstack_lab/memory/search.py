@@ -1,6 +1,10 @@
 """Memory search: keywords (FTS), meaning (vectors) or both fused (hybrid, the default), on either backend.
 
-Two rules keep the default mode honest:
+Three rules keep the default mode honest:
+
+* **A score means the same in every search.** ``SearchResult.score`` is absolute, calibrated per
+  mode and embedder (:mod:`agentstack_lab.memory.scores`), never relative to the best hit, so a
+  ``threshold`` filters the same way whatever the query. Stop words alone never make a keyword hit.
 
 * **Nothing found means nothing returned.** A vector hit enters the results only when its cosine
   similarity passes the embedder's calibrated floor (:func:`vector_floor`): every embedder gives
@@ -22,22 +26,25 @@ import html
 import json
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from agentstack_lab.embeddings.stopwords import content_words
 from agentstack_lab.errors import AgentstackError, message
 from agentstack_lab.memory.access import MemoryValidationError, can_access_entry
+from agentstack_lab.memory.fts import fts_terms
 from agentstack_lab.memory.hybrid import rrf_fuse
+from agentstack_lab.memory.scores import DEFAULT_FLOOR, fuse, vector_floor, vector_score
 from agentstack_lab.memory.vectors import VectorFilter
 
 __all__ = ["SearchResult", "SearchHits", "SearchMode", "EmbedderFailedError", "EmbedderHealth", "search",
            "vector_floor", "DEFAULT_MIN_SIMILARITY"]
 
+DEFAULT_MIN_SIMILARITY = DEFAULT_FLOOR   # the floor of an embedder nobody calibrated (memory/scores.py)
+
 log = logging.getLogger(__name__)
 
 SearchMode = Literal["hybrid", "fts", "vector"]
-DEFAULT_MIN_SIMILARITY = 0.05   # an embedder that states no floor of its own (not calibrated here)
 
 
 class Memory(Protocol):
@@ -61,7 +68,9 @@ class EmbedderFailedError(AgentstackError, RuntimeError):
 
 @dataclass(frozen=True)
 class SearchResult:
-    """A search hit: ``score`` in 0..1, ``matched`` indexes, ``snippet`` as HTML (FTS matches in ``<mark>``).
+    """A search hit: absolute ``score`` in 0..1 (:mod:`~.scores`), ``matched`` indexes, ``snippet`` as HTML.
+
+    The snippet marks the keyword matches in ``<mark>``.
 
     ``degraded`` says why the hit was found by keywords only when the search asked for more
     (``None`` normally).
@@ -75,7 +84,7 @@ class SearchResult:
     matched: set[str]
     agent_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    scores: dict[str, float] = field(default_factory=dict)   # per index: "fts" (BM25 0..1), "vector" (cosine)
+    scores: dict[str, float] = field(default_factory=dict)   # per index: "fts" (keyword score), "vector" (cosine)
     degraded: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,23 +137,10 @@ class EmbedderHealth:
                         getattr(embedder, "name", type(embedder).__name__))
 
 
-def vector_floor(embedder: Any, query: str, configured: float | None = None) -> float:
-    """The least cosine similarity a vector hit needs to count for ``query``.
-
-    ``configured`` (``memory.hybrid.min_vector_score``) wins; else the embedder's
-    ``similarity_floor(query)`` or ``min_similarity``; else :data:`DEFAULT_MIN_SIMILARITY`.
-    """
-    if configured is not None:
-        return float(configured)
-    floor: Callable[[str], float] | None = getattr(embedder, "similarity_floor", None)
-    if callable(floor):
-        return float(floor(query))
-    return float(getattr(embedder, "min_similarity", DEFAULT_MIN_SIMILARITY))
-
-
 def _embed_query(memory: Memory, query: str) -> Any:
-    vec = memory.embedder.embed([query])
-    return vec[0]
+    """The query's vector: ``embed_query`` where the embedder has one (the hash embedder drops stop words)."""
+    own = getattr(memory.embedder, "embed_query", None)
+    return own(query) if callable(own) else memory.embedder.embed([query])[0]
 
 
 def _try_embed(memory: Memory, query: str) -> tuple[Any, Exception | None]:
@@ -170,13 +166,23 @@ def search(memory: Memory, query: str, mode: SearchMode = "hybrid", *, namespace
         raise MemoryValidationError(f"threshold must be a number between 0 and 1 or None, got {threshold!r}")
     namespace, agent_id, include_shared = memory._filters(namespace, agent_id, include_shared)
     session = memory.context.session_id if memory.context else None
+    refresh = getattr(memory.backend, "refresh", None)
+    if callable(refresh):   # a re-embedding may have finished in another process
+        refresh()
+    mismatch = getattr(memory.backend, "mismatch", None)
+    if mismatch is not None and mode == "vector":
+        raise mismatch
+    # a query of stop words only ("the", "is it") asks about nothing: no vector finds it either
+    meaningful = bool(content_words(query)) or bool(fts_terms(query)) and '"' in query
+    wants_vectors = mode in ("vector", "hybrid") and meaningful and mismatch is None
     pool = limit if mode != "hybrid" else max(limit * 3, 30)
     fts_hits: builtins.list[dict[str, Any]] = []
     vec_hits: builtins.list[tuple[int, float]] = []
-    degraded: str | None = None
+    floor = 1.0
+    degraded: str | None = f"keyword only: {mismatch}" if mismatch is not None and mode == "hybrid" else None
     pending = None
     embedded: Any = None
-    if mode in ("vector", "hybrid") and query.strip() and getattr(memory.embedder, "in_process", False):
+    if wants_vectors and getattr(memory.embedder, "in_process", False):
         # a cheap in-process embedder runs before the FTS thread starts: both are Python and would take
         # turns at the GIL (the hash embedding, 0.1 ms alone, took 2.5 ms beside the FTS thread at 100k
         # entries); a model or a remote embedder is worth overlapping with FTS
@@ -184,7 +190,7 @@ def search(memory: Memory, query: str, mode: SearchMode = "hybrid", *, namespace
     if mode == "hybrid" and query.strip() and hasattr(memory.backend, "fts_async"):   # FTS beside the vectors
         where, params = memory._where(namespace, agent_id, include_shared)
         pending = memory.backend.fts_async(query, where, params, pool)
-    if mode in ("vector", "hybrid") and query.strip():
+    if wants_vectors:
         qv, exc = embedded if embedded is not None else _try_embed(memory, query)
         if exc is not None:
             reason = memory._health.failed(memory.embedder, exc)
@@ -207,11 +213,13 @@ def search(memory: Memory, query: str, mode: SearchMode = "hybrid", *, namespace
     if mode == "fts" or degraded:
         ranked = [(h["rid"], h["score"]) for h in fts_hits]
     elif mode == "vector":
-        ranked = [(rid, min(1.0, max(0.0, sim))) for rid, sim in vec_hits]   # cosine, negatives as 0
+        ranked = [(rid, vector_score(sim, floor)) for rid, sim in vec_hits]
     else:
         h = memory.config.hybrid
-        ranked = rrf_fuse({"fts": [x["rid"] for x in fts_hits], "vector": [r for r, _ in vec_hits]},
-                          {"fts": h.fts_weight, "vector": h.vector_weight}, k=h.rrf_k)
+        order = [rid for rid, _ in rrf_fuse({"fts": [x["rid"] for x in fts_hits], "vector": [r for r, _ in vec_hits]},
+                                            {"fts": h.fts_weight, "vector": h.vector_weight}, k=h.rrf_k)]
+        ranked = fuse({x["rid"]: x["score"] for x in fts_hits}, {r: vector_score(s, floor) for r, s in vec_hits},
+                      order, h.fts_weight, h.vector_weight)
     if threshold is not None:
         ranked = [(rid, s) for rid, s in ranked if s >= threshold]
     ranked = ranked[:limit]

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["VectorIndex", "VectorFilter", "EmbedderMismatchError", "vec_metadata"]
+__all__ = ["VectorIndex", "VectorFilter", "EmbedderMismatchError", "mismatch_error", "vec_metadata"]
 
 MAX_K = 4096          # the most hits one search returns
 LOG_KEEP = 200_000    # log rows kept; a reader further behind reloads in full
@@ -59,6 +59,16 @@ BLOCK_ROWS = 1_000    # vectors a statement of add_block inserts (one 15 MB blob
 
 class EmbedderMismatchError(AgentstackError, RuntimeError):
     """The database's vectors were made by another embedder or dimension than the one configured."""
+
+
+def mismatch_error(where: str, recorded: tuple[str, str, int], configured: tuple[str, str, int]) -> EmbedderMismatchError:
+    """One line naming both embedders and dimensions, what still works, and the fix."""
+    (r_name, r_model, r_dims), (c_name, c_model, c_dims) = recorded, configured
+    return EmbedderMismatchError(
+        f"{where}: memory was embedded by {r_name!r} (model {r_model!r}) with dimension {r_dims}, the configured"
+        f" embedder {c_name!r} (model {c_model!r}) gives dimension {c_dims}; keyword search and `memory list` still"
+        " work: run `agentstack-lab memory reembed` to re-embed the memory with it, or set memory.embedder,"
+        " memory.embedder_model and memory.vector.dimensions back")
 
 
 @dataclass(frozen=True)
@@ -185,8 +195,12 @@ class VectorIndex:
         self._shared: SharedIndex | None = None
 
     # --- schema ---------------------------------------------------------------------------------
-    def ensure(self, embedder_name: str, model: str) -> None:
-        """Create ``memory_vec``, or check the recorded embedder matches (and move a vec0 table's rows once)."""
+    def ensure(self, embedder_name: str, model: str) -> EmbedderMismatchError | None:
+        """Create ``memory_vec``, or check the recorded embedder matches (and move a vec0 table's rows once).
+
+        A mismatch is returned, not raised: the memory stays open for keyword search, reads and deletes
+        (this index then has the recorded dimension), and only what needs the embedder refuses.
+        """
         d = self.dimensions
         with self.db.transaction() as conn:
             row = conn.execute("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1").fetchone()
@@ -194,15 +208,15 @@ class VectorIndex:
                 conn.execute("CREATE TABLE IF NOT EXISTS memory_vec (rid INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
                 conn.execute("INSERT INTO vector_index (id, embedder, model, dimensions, created_at)"
                              " VALUES (1, ?, ?, ?, ?)", (embedder_name, model, d, time.time()))
-                return
+                return None
+        mismatch = None
         if (row[0], row[1], row[2]) != (embedder_name, model, d):
-            raise EmbedderMismatchError(
-                f"{self.db.path}: its vectors were made by embedder {row[0]!r} (model {row[1]!r}, {row[2]} dims)"
-                f" but the configuration asks for {embedder_name!r} (model {model!r}, {d} dims); set"
-                f" memory.embedder / memory.vector.dimensions to match, or use a new database")
+            mismatch = mismatch_error(str(self.db.path), (row[0], row[1], int(row[2])), (embedder_name, model, d))
+            self.dimensions = int(row[2])
         sql = self.db.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'").fetchone()
         if sql is not None and "vec0" in sql[0].lower():
             self._move_vec0()
+        return mismatch
 
     def _move_vec0(self) -> None:
         """Copy a sqlite-vec ``vec0`` ``memory_vec`` (databases made before the plain table) into a plain table."""
@@ -320,10 +334,11 @@ class VectorIndex:
     def shared_index(self) -> SharedIndex:
         """This database's :class:`SharedIndex` (``vectors/<db file name>/`` beside the database)."""
         if self._shared is None:
-            row = self.db.conn.execute("SELECT created_at FROM vector_index WHERE id = 1").fetchone()
+            row = self.db.conn.execute("SELECT created_at, generation FROM vector_index WHERE id = 1").fetchone()
             path = Path(self.db.path)
-            self._shared = SharedIndex(path.parent / "vectors" / path.name, self.dimensions,
-                                       db_id=repr(row[0] if row else None))
+            # the database, and which re-embedding of it (`memory reembed`): either change starts a new index
+            db_id = repr(row[0] if row else None) if not row or not row[1] else repr((row[0], row[1]))
+            self._shared = SharedIndex(path.parent / "vectors" / path.name, self.dimensions, db_id=db_id)
         return self._shared
 
     def _shared_refresh(self) -> SharedIndex:

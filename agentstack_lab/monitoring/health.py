@@ -3,8 +3,8 @@
 ``live``: this process answers. ``ready``: the database opens, takes a write, its migrations are
 current and its ``events`` table is there, and the memory backend answers (PostgreSQL when
 ``memory.backend`` says so; down is unhealthy). ``detailed``: ``ready`` plus the embedder (it loads, and
-its name, model and dimension match what the database recorded for its vectors; a remote one that does
-not answer is degraded), the default provider (configured: its key is set; a remote one must answer
+its name, model and dimension match what the database recorded for its vectors, else degraded: keyword
+search still works until ``memory reembed``; a remote one that does not answer is degraded), the default provider (configured: its key is set; a remote one must answer
 over HTTP, else degraded), the queue (depth; claims whose lease expired = a worker died and nobody reclaimed them yet), stuck agents
 (unfinished, no state change for ``monitoring.max_time_without_deliverable_s``) and agents the
 resource monitor paused. Each check is ``healthy``, ``degraded`` (works, with a warning) or
@@ -189,9 +189,11 @@ def _embedder(ws: Checked, db: Database) -> dict[str, Any]:
             row = db.query("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1")
             row = row[0] if row else None
     if row is not None and (row[0], row[1], int(row[2])) != (name, model, dims):
-        return _item("embedder", "unhealthy",
+        # keyword search, reads and deletes still work; vector search and writes wait for `memory reembed`
+        return _item("embedder", "degraded",
                      f"the database's vectors were made by {row[0]!r} (model {row[1]!r}, {row[2]} dims) but the "
-                     f"configuration asks for {name!r} (model {model!r}, {dims} dims)")
+                     f"configuration asks for {name!r} (model {model!r}, {dims} dims); keyword search works,"
+                     " run `agentstack-lab memory reembed`")
     recorded = "matches the database" if row is not None else "no vectors recorded yet"
     return _item("embedder", "healthy", f"{name} ({model}, {dims} dims; {recorded})")
 

@@ -281,12 +281,14 @@ class MemoryArgs:
     offset: int = 0
     threshold: float | None = None
     session: str | None = None
+    wait: bool = False
+    batch_size: int = 256
 
 
 def memory_parser() -> argparse.ArgumentParser:
     """The ``%memory`` argument parser (subcommands mirror ``agentstack-lab memory``)."""
-    p = _Parser(prog="%memory", add_help=False, description="Workspace memory: store, get, search, list, delete.")
-    sub = p.add_subparsers(dest="command", metavar="{store,get,search,list,delete}", parser_class=_Parser)
+    p = _Parser(prog="%memory", add_help=False, description="Workspace memory: store, get, search, list, delete, reembed.")
+    sub = p.add_subparsers(dest="command", metavar="{store,get,search,list,delete,reembed}", parser_class=_Parser)
     sub.required = True
 
     def ns_opts(sp: argparse.ArgumentParser) -> None:
@@ -317,6 +319,10 @@ def memory_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("delete", add_help=False, help="delete KEY")
     d.add_argument("key")
     ns_opts(d)
+    r = sub.add_parser("reembed", add_help=False,
+                       help="re-embed every entry with the configured embedder, in the background (resumable)")
+    r.add_argument("--wait", action="store_true", help="return when it is done (default: at once, with a handle)")
+    r.add_argument("--batch-size", type=_positive_int, default=256, help="entries embedded per batch")
     return p
 
 

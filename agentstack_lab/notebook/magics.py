@@ -525,6 +525,7 @@ class AgentstackMagics(Magics):
         from agentstack_lab.notebook.cellerrors import ErrorRecorder
 
         self.errors = ErrorRecorder(shell)
+        self.reembedding: Any = None   # the last `%memory reembed` of this kernel (notebook/memory_magic.py)
         self.trees: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.cell_runs: dict[str, list[Any]] = {}  # cell id -> its runs still tracked (newest last)
         self.earlier: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()  # run -> to list

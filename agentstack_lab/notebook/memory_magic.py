@@ -1,13 +1,18 @@
-"""``%memory store|get|search|list|delete``: the workspace memory from a cell.
+"""``%memory store|get|search|list|delete|reembed``: the workspace memory from a cell.
 
 Reads return pandas DataFrames (pandas is imported on first use) that display as a readable table
 (:mod:`.memory_view`: content beside the key, highlighted matches, the default namespace hidden);
 writes print one line; every error, a bad argument included, is one line naming what was wrong.
+``%memory reembed`` runs in a thread and returns a :class:`Reembedding` at once (``--wait``: when done),
+with a progress bar that follows it; the memory stays searchable meanwhile.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import html
+import threading
+import time
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -15,7 +20,7 @@ from IPython.core.error import UsageError
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.notebook.args import MagicUsageError, MemoryArgs, OneLineError, parse_memory_line
 
-__all__ = ["MemoryError_", "run_memory", "run_memory_line", "SEARCH_COLUMNS", "ENTRY_COLUMNS"]
+__all__ = ["MemoryError_", "Reembedding", "run_memory", "run_memory_line", "SEARCH_COLUMNS", "ENTRY_COLUMNS"]
 
 SEARCH_COLUMNS = ["key", "content", "tags", "score", "namespace", "matched", "snippet", "agent_id"]
 """Columns of a search frame; ``snippet`` is HTML (escaped text, matches in ``<mark>``) as ``Memory.search`` gives it."""
@@ -65,9 +70,96 @@ def _with_tags(memory: Any, records: list[dict[str, Any]]) -> None:
         record["tags"] = ",".join(tags) if tags else ""
 
 
+class Reembedding:
+    """A ``%memory reembed`` running in a thread: ``wait()``, ``stop()``, ``done``, ``result``, a progress bar.
+
+    Displayed once; the display follows the run (a few updates a second at most).
+    """
+
+    def __init__(self, memory: Any, batch_size: int) -> None:
+        self.done_count = 0
+        self.total = 0
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._finished = threading.Event()
+        self._shown = 0.0
+        self._handle: Any = None
+        self._memory = memory
+        self._batch = batch_size
+        self._thread = threading.Thread(target=self._run, name="agentstack-reembed", daemon=True)
+
+    def start(self, show: bool = True) -> Reembedding:
+        if show:
+            from IPython.display import display
+
+            self._handle = display(self, display_id=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self.result = self._memory.reembed(batch_size=self._batch, progress=self._progress, stop=self._stop)
+        except BaseException as exc:  # noqa: BLE001 - shown in the progress display and raised by wait()
+            self.error = exc
+        finally:
+            self._finished.set()
+            self._show(force=True)
+
+    def _progress(self, done: int, total: int) -> None:
+        self.done_count, self.total = done, total
+        self._show()
+
+    def _show(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self._handle is not None and (force or now - self._shown >= 0.25):
+            self._shown = now
+            self._handle.update(self)
+
+    @property
+    def done(self) -> bool:
+        return self._finished.is_set()
+
+    def stop(self) -> None:
+        """Stop after the current batch (run ``%memory reembed`` again to resume)."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """The :class:`~agentstack_lab.memory.reembed.ReembedResult` once done; a failure is raised as one line."""
+        if not self._finished.wait(timeout):
+            raise TimeoutError(f"%memory reembed: still running after {timeout} s ({self._status()})")
+        if self.error is not None:
+            raise MemoryError_(f"reembed failed: {' '.join(str(self.error).split()) or type(self.error).__name__}")
+        return self.result
+
+    def _status(self) -> str:
+        if self.error is not None:
+            return f"failed: {' '.join(str(self.error).split())}"
+        r = self.result
+        if r is not None and r.finished:
+            return (f"re-embedded {r.total} entries with {r.embedder} (model {r.model!r}, dimension {r.dimensions})"
+                    + (", resumed" if r.resumed else ""))
+        if r is not None:
+            return f"stopped at {self.done_count}/{self.total}; run %memory reembed again to resume"
+        pct = f" ({100 * self.done_count // self.total}%)" if self.total else ""
+        return f"re-embedding: {self.done_count}/{self.total}{pct}"
+
+    def __repr__(self) -> str:
+        return f"<%memory reembed: {self._status()}>"
+
+    def _repr_html_(self) -> str:
+        bar = "" if self.done else f'<progress value="{self.done_count}" max="{max(self.total, 1)}"></progress> '
+        return f"<div>{bar}{html.escape(self._status())}</div>"
+
+
 def run_memory(memory: Any, args: MemoryArgs) -> Any:
     """Execute one parsed ``%memory`` command against a ``Memory``; reads return DataFrames."""
     ns = {"namespace": args.namespace} if args.namespace else {}
+    if args.command == "reembed":
+        job = Reembedding(memory, args.batch_size).start(show=True)
+        if args.wait:
+            job.wait()
+        return job
     if args.command == "store":
         entry = memory.store(args.key, args.text, agent_id=args.agent, tags=list(args.tags) or None, **ns)
         where = getattr(entry, "namespace", args.namespace or "default")
@@ -110,6 +202,8 @@ def run_memory_line(magics: Any, line: str, cell: str | None = None) -> Any:
             return None
         raise UsageError(str(exc)) from None
     try:
+        if args.command == "reembed":
+            return _reembed(magics, args)
         memory = magics.workspace.memory
         if args.session is not None:   # unknown or ended session: one line (a write also re-checks it atomically)
             magics.workspace.sessions.require_active(args.session)
@@ -120,3 +214,12 @@ def run_memory_line(magics: Any, line: str, cell: str | None = None) -> Any:
     except Exception as exc:  # storage and access errors: one line, never a traceback
         message = " ".join(str(exc).split()) or type(exc).__name__
         raise MemoryError_(f"{args.command} failed: {message}") from None
+
+
+def _reembed(magics: Any, args: MemoryArgs) -> None:
+    """``%memory reembed``: one run at a time per kernel, its handle kept as ``magics.reembedding``."""
+    running = getattr(magics, "reembedding", None)
+    if running is not None and not running.done:
+        raise MemoryError_(f"reembed is already running ({running._status()}); it shows its progress above")
+    magics.reembedding = run_memory(magics.workspace.memory, args)
+    return None

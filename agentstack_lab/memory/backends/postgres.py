@@ -43,8 +43,9 @@ from agentstack_lab.memory.backends.base import (
     RowReads,
     stale,
 )
-from agentstack_lab.memory.fts import fts_terms, mark_snippet, relative_scores
-from agentstack_lab.memory.vectors import EmbedderMismatchError
+from agentstack_lab.memory.fts import common_cap, content_terms, mark_snippet
+from agentstack_lab.memory.scores import keyword_scores
+from agentstack_lab.memory.vectors import EmbedderMismatchError, mismatch_error
 from agentstack_lab.store.per_thread import PerThreadConnections
 
 try:
@@ -211,9 +212,10 @@ class PostgresBackend(RowReads[PgDatabase]):
         self.dimensions = dimensions
         self.index_kind = config.postgres.index
         self.ef_search = config.postgres.ef_search
+        self.mismatch: EmbedderMismatchError | None = None   # set by ensure(): another embedder made the vectors
 
     def ensure(self, embedder_name: str, model: str) -> None:
-        """Make ``memory_vec`` for this dimension, or check the recorded embedder matches."""
+        """Make ``memory_vec`` for this dimension, or record (in ``mismatch``) that another embedder made it."""
         d = self.dimensions
         with self.db.transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(?)", (0x61677375,))
@@ -227,11 +229,12 @@ class PostgresBackend(RowReads[PgDatabase]):
             if self.index_kind == "hnsw" and tuple(row) == (embedder_name, model, d):
                 conn.execute("CREATE INDEX IF NOT EXISTS memory_vec_hnsw ON memory_vec"
                              " USING hnsw (embedding vector_cosine_ops)")
-        if tuple(row) != (embedder_name, model, d):
-            raise EmbedderMismatchError(
-                f"{self.db.path}: its vectors were made by embedder {row[0]!r} (model {row[1]!r}, {row[2]} dims)"
-                f" but the configuration asks for {embedder_name!r} (model {model!r}, {d} dims); set"
-                f" memory.embedder / memory.vector.dimensions to match, or use a new database")
+        self.mismatch = None
+        if tuple(row) != (embedder_name, model, d):   # keyword search and reads still work (see Memory.search)
+            self.mismatch = mismatch_error(self.db.path, (row[0], row[1], int(row[2])), (embedder_name, model, d))
+
+    def refresh(self) -> None:
+        """A re-embedding is SQLite-only for now: nothing to follow here."""
 
     # --- writes -------------------------------------------------------------------------------------
     @staticmethod
@@ -358,10 +361,11 @@ class PostgresBackend(RowReads[PgDatabase]):
 
     def fts(self, query: str, where: str, params: list[Any], limit: int) -> list[dict[str, Any]]:
         """Every-term hits first, then any-term hits (as :func:`~agentstack_lab.memory.fts.fts_search`)."""
-        terms = fts_terms(query)
+        terms = content_terms(query)
         if not terms or limit <= 0:
             return []
         rows = self._ranked(*self._tsquery(terms, "&&"), where, params, limit)
+        complete = len(rows)
         if len(rows) < limit and len(terms) > 1:
             seen = {r[0] for r in rows}
             more = self._ranked(*self._tsquery(terms, "||"), where, params, limit + len(seen))
@@ -371,10 +375,24 @@ class PostgresBackend(RowReads[PgDatabase]):
         contents = dict(self.db.query("SELECT rid, content FROM memory WHERE rid = ANY(?)", ([r[0] for r in rows],)))
         hit_words = self._matching_words(terms, {w.lower() for c in contents.values()
                                                  for w in _WORD.findall(c[:_SNIPPET_SCAN])})
-        scores = relative_scores([-float(r[1]) for r in rows])
-        return [{"rid": r[0], "raw": -float(r[1]), "score": s,
-                 "snippet": mark_snippet(_snippet(contents.get(r[0], ""), hit_words))}
-                for r, s in zip(rows, scores, strict=True)]
+        hits = [{"rid": r[0], "raw": -float(r[1]), "snippet": mark_snippet(_snippet(contents.get(r[0], ""), hit_words))}
+                for r in rows]
+        entries = int(self.db.query("SELECT coalesce(max(rid), 0) FROM memory")[0][0])
+        dfs: dict[str, int] = {}
+        if complete < len(hits):   # term weights matter only for the hits with some of the terms
+            cap = common_cap(entries)
+            for t in terms:
+                expr, qparams = self._tsquery([t], "||")
+                dfs[t] = int(self.db.query(f"SELECT count(*) FROM (SELECT 1 FROM memory WHERE tsv @@ ({expr})"
+                                           " LIMIT ?) x", [*qparams, cap + 1])[0][0])
+
+        def matches(term: str, rids: list[int]) -> list[int]:
+            expr, qparams = self._tsquery([term], "||")
+            return [r[0] for r in self.db.query(f"SELECT rid FROM memory WHERE rid = ANY(?) AND tsv @@ ({expr})",
+                                                [rids, *qparams])]
+
+        keyword_scores(hits, terms, dfs, entries, matches, complete)
+        return hits
 
     def _matching_words(self, terms: list[str], words: set[str]) -> set[str]:
         """Which of ``words`` the query matches, by PostgreSQL's own stemming (phrases count word by word)."""

@@ -34,7 +34,7 @@ from agentstack_lab.memory.backends.base import (
 )
 from agentstack_lab.memory.fts import fts_search, fts_snippets
 from agentstack_lab.memory.fts_file import FtsFile
-from agentstack_lab.memory.vectors import VectorIndex
+from agentstack_lab.memory.vectors import EmbedderMismatchError, VectorIndex
 from agentstack_lab.store.connection import bulk_cache, row_numbers
 
 if TYPE_CHECKING:
@@ -108,8 +108,11 @@ class SqliteBackend(RowReads["SQLiteDatabase"]):
     def __init__(self, db: SQLiteDatabase, *, dimensions: int, config: Any):
         self.db = db
         self.dimensions = dimensions
-        self.index = VectorIndex(db, dimensions=dimensions, use_cache=config.vector.cache,
-                                 shared=config.vector.index == "shared")
+        self._config = config
+        self.index = self._new_index()
+        self.mismatch: EmbedderMismatchError | None = None   # set by ensure(): another embedder made the vectors
+        self._wanted = ("", "")
+        self._identity: tuple | None = None
         self._df_cache: dict[str, tuple[int, int]] = {}   # FTS term -> (capped entry count, entries then)
         if not isinstance(getattr(db, "path", None), Path):
             raise ValueError(f"memory needs a database file (its full-text index is a file beside it), not {db.path!r}")
@@ -127,8 +130,27 @@ class SqliteBackend(RowReads["SQLiteDatabase"]):
             pool.shutdown(wait=True)
         self.fts_index.close()
 
+    def _new_index(self) -> VectorIndex:
+        vector = self._config.vector
+        return VectorIndex(self.db, dimensions=self.dimensions, use_cache=vector.cache, shared=vector.index == "shared")
+
+    def _read_identity(self, conn: Any = None) -> tuple | None:
+        row = (conn or self.db.conn).execute("SELECT embedder, model, dimensions, generation FROM vector_index WHERE id = 1"
+                                   ).fetchone()
+        return tuple(row) if row is not None else None
+
     def ensure(self, embedder_name: str, model: str) -> None:
-        self.index.ensure(embedder_name, model)
+        """Make or check the vector table; another embedder's vectors set :attr:`mismatch` (see ``Memory``)."""
+        self._wanted = (embedder_name, model)
+        self.mismatch = self.index.ensure(embedder_name, model)
+        self._identity = self._read_identity()
+
+    def refresh(self) -> None:
+        """Follow a re-embedding that finished since (in any process): a new index, the mismatch looked at again."""
+        identity = self._read_identity()
+        if identity != self._identity:
+            self.index = self._new_index()
+            self.ensure(*self._wanted)
 
     # --- writes -------------------------------------------------------------------------------------
     def _existing(self, conn: Any, items: list[Item]) -> dict[tuple[str, str], tuple]:
@@ -176,6 +198,9 @@ class SqliteBackend(RowReads["SQLiteDatabase"]):
         with later, self.db.transaction() as conn:
             # under the write lock: a session ended by another process after our caller checked it is seen here
             check_sessions_active(conn, {it.namespace for it in items})
+            if self._read_identity(conn) != self._identity:   # `memory reembed` replaced the vectors meanwhile
+                raise EmbedderMismatchError(f"{self.db.path}: the memory was re-embedded by another process during"
+                                            " this write; nothing was written, write again")
             if self._log_mark(conn) != mark:   # another writer changed memory meanwhile: look again
                 existing = self._existing(conn, items)
             new = [it for it in items if (it.namespace, it.key) not in existing]

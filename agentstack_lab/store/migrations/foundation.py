@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["foundation_memory", "foundation_vectors", "foundation_sessions_tasks", "foundation_memory_bulk", "foundation_memory_lean_inserts", "foundation_fts_hashsize", "foundation_session_tokens",
-           "foundation_fts_own_file"]
+           "foundation_fts_own_file", "foundation_memory_reembed"]
 
 
 def foundation_memory(conn: Any) -> None:
@@ -206,3 +206,25 @@ def foundation_fts_own_file(conn: Any) -> None:
     for name in ("memory_ai", "memory_ad", "memory_au"):
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
     conn.execute("DROP TABLE IF EXISTS memory_fts")
+
+
+def foundation_memory_reembed(conn: Any) -> None:
+    """Where ``memory reembed`` puts the new vectors until they replace ``memory_vec`` (``memory/reembed.py``).
+
+    ``memory_reembed_vec`` holds one vector per entry with the content hash it was made from (a changed entry
+    is embedded again); ``vector_reembed`` names the embedder they come from, so an interrupted run
+    resumes with the same one and starts over with another. ``vector_index.generation`` counts the
+    re-embeddings: every process's vector index follows it (``created_at`` names the database, and
+    the full-text index keeps following that).
+    """
+    conn.execute("ALTER TABLE vector_index ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
+    conn.execute("CREATE TABLE memory_reembed_vec (rid INTEGER PRIMARY KEY, content_hash TEXT NOT NULL,"
+                 " embedding BLOB NOT NULL)")
+    conn.execute("""
+        CREATE TABLE vector_reembed (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            embedder TEXT NOT NULL,
+            model TEXT NOT NULL,
+            dimensions INTEGER NOT NULL,
+            started_at REAL NOT NULL
+        )""")
