@@ -84,4 +84,5 @@ _register(
     control_plane.tasks_session_id_without_fk,
     foundation.foundation_fts_own_file,
     engine.engine_runs_list_indexes,
+    control_plane.approval_saved_rules,
 )
