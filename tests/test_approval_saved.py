@@ -15,7 +15,7 @@ from agentstack_lab.config import Config
 from agentstack_lab.decisions import DecisionError, Decisions
 from agentstack_lab.engine import AgentRun, HeadlessQueryError
 from agentstack_lab.engine.executors import LiveKernelExecutor
-from agentstack_lab.events import ToolResult, UserQuery
+from agentstack_lab.events import UserQuery
 from agentstack_lab.providers.scripted import ScriptedProvider, tool_call
 from agentstack_lab.store.migrations import MIGRATIONS, applied
 from tests.test_engine import brain, last_tool_result

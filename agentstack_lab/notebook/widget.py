@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import ipywidgets as W
@@ -316,7 +316,8 @@ class _NodeView:
             return
         tool = next((t.tool for t in reversed(node.tools) if not t.done), "python")
         self.card = QueryCard(query, lambda r, q=query.query_id: self.tree.respond(self.id, q, r),
-                              agent_type=node.type, tool=tool, executor=self.tree.state.executor_of(node.id))
+                              agent_type=node.type, tool=tool, executor=self.tree.state.executor_of(node.id),
+                              try_first=self.tree.trial(query))
         self.query.children = (self.card.box,)
         _hidden(self.query, False)
 
@@ -585,6 +586,13 @@ class AgentTree(W.VBox):
         self.state.answered(agent_id, query_id)
         self._dirty.add(agent_id)
         self.flush()
+
+    def trial(self, query: Any) -> Callable[[], Awaitable[Any]] | None:
+        """The card's "Try it first" for a python approval: the attached run's ``try_first``, else ``None``."""
+        try_first = getattr(self.run, "try_first", None)
+        if query.kind != "approval" or not callable(try_first) or "code" not in query.options:
+            return None
+        return lambda: try_first(query.query_id)
 
     def stop(self, agent_id: str) -> None:
         """Stop an agent and its subtree."""
