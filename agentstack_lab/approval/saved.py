@@ -106,13 +106,17 @@ class SavedRule:
     def rule(self) -> Rule:
         """The :class:`Rule` the policy applies (never lifting a built-in deny)."""
         return Rule(id=self.id, action=cast("Any", self.action),
-                    any_of=None if self.any_of is None else frozenset(cast("Any", self.any_of)),
-                    only=None if self.only is None else frozenset(cast("Any", self.only)),
+                    any_of=None if self.any_of is None else cast("frozenset[Any]", frozenset(self.any_of)),
+                    only=None if self.only is None else cast("frozenset[Any]", frozenset(self.only)),
                     code=None if self.code is None else re.compile(self.code),
                     session=self.session_id if self.scope == "session" else None, description=self.description)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        """JSON form (snake_case keys), as the CLI ``--json`` and the REST API return it."""
+        out: dict[str, Any] = dict(self.__dict__)
+        for key in ("only", "any_of"):
+            out[key] = None if out[key] is None else list(out[key])
+        return out
 
 
 _COLUMNS = ("id", "action", "any_of", "only", "code", "scope", "session_id", "description", "decision_id",
@@ -142,7 +146,7 @@ class SavedRules:
         if scope == "session" and not session_id:
             raise SavedRuleError("a session-scoped rule needs the session id")
         saved = SavedRule(id=f"saved-{uuid.uuid4().hex[:8]}", action=action, only=rule.only or None, any_of=None,
-                          code=rule.code, scope=cast("Scope", scope),
+                          code=rule.code, scope=scope,
                           session_id=session_id if scope == "session" else None,
                           description=rule.description, decision_id=decision_id, created_by=created_by,
                           created_at=time.time())

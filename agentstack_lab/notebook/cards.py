@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import ipywidgets as W
 
@@ -143,7 +143,7 @@ class QueryCard:
                 W.HBox([self.approve, self.reject, self.edit, self.try_button, self.always]), self.dry, self.always_box]
 
     @staticmethod
-    def _show(widget: W.Widget, shown: bool) -> None:
+    def _show(widget: W.DOMWidget, shown: bool) -> None:
         widget.layout.display = None if shown else "none"
 
     def show_dry_run(self, report: dict[str, Any]) -> None:
@@ -173,9 +173,10 @@ class QueryCard:
             self.try_button.disabled = False
             self.trying = None
             return
-        report = result.to_dict() if hasattr(result, "to_dict") else result
+        to_dict = getattr(result, "to_dict", None)
+        report: Any = to_dict() if callable(to_dict) else result
         if isinstance(report, dict):
-            self.show_dry_run(report)
+            self.show_dry_run(cast("dict[str, Any]", report))
             self.say("")
 
     def _on_always(self, _b: W.Button) -> None:

@@ -33,7 +33,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import ipywidgets as W
 
@@ -589,10 +589,10 @@ class AgentTree(W.VBox):
 
     def trial(self, query: Any) -> Callable[[], Awaitable[Any]] | None:
         """The card's "Try it first" for a python approval: the attached run's ``try_first``, else ``None``."""
-        try_first = getattr(self.run, "try_first", None)
+        try_first: Any = getattr(self.run, "try_first", None)
         if query.kind != "approval" or not callable(try_first) or "code" not in query.options:
             return None
-        return lambda: try_first(query.query_id)
+        return lambda: cast("Awaitable[Any]", try_first(query.query_id))
 
     def stop(self, agent_id: str) -> None:
         """Stop an agent and its subtree."""
