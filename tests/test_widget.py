@@ -176,8 +176,8 @@ def test_answers_through_buttons_and_custom_messages(sent):
     tree.extend([state("root", "waiting_user"),
                  UserQuery(agent_id="root", query_id="q2", kind="approval", prompt="Run this?",
                            options={"code": "x = 1"})])
-    heading, viewer, _expand, editor, row, _note = _card(view)
-    approve, reject, edit = row.children
+    heading, viewer, _expand, editor, row, _dry, _always, _note = _card(view)
+    approve, reject, edit, _try, _always_button = row.children
     assert "<b>agent</b> wants to run 1 line of Python:" in heading.value and "Run this?" in heading.value
     assert "<pre" in viewer.value and "x = 1" in viewer.value  # read-only code box, shown as is
     assert editor.value == "x = 1" and editor.layout.display == "none" and viewer.layout.display is None
@@ -331,7 +331,7 @@ def test_approval_names_the_agent_and_escapes_the_code(sent):
                   options={"code": "print('<b>hi</b>')"}),
     ])
     view = tree._views["root"]
-    heading, viewer, expand, _editor, row, _note = _card(view)
+    heading, viewer, expand, _editor, row, _dry, _always, _note = _card(view)
     assert heading.value == "<b>researcher</b> wants to run 1 line of Python:"  # the generic line adds nothing
     assert "print(&#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;)" in viewer.value and "agentstack-code-box" in viewer.value
     assert expand.layout.display == "none"  # short code: nothing more to show

@@ -3,7 +3,8 @@
 The rules of a run are the default ``allow-read-only`` (allow when the only class is ``read_only``;
 ``approval.allow_read_only: false`` drops it), then the workspace's ``approval.rules`` in order (a rule
 with a ``session`` applies only to runs of that session); the **last** matching rule wins, as in
-pydantic-ai's permission policy. No match: a person is asked.
+pydantic-ai's permission policy. Rules a person saved with "Always allow code like this" come last
+(:mod:`agentstack_lab.approval.saved`). No match: a person is asked.
 
 Above them sits the built-in deny list (:data:`BUILTIN_DENIES`: subprocess and signals, network,
 deletes, writes outside the working folder). A built-in deny that matches refuses the call unless the
@@ -109,15 +110,17 @@ class ApprovalPolicy:
     """The rules of one run (its session's and the workspace's), applied to the cells it wants to run."""
 
     def __init__(self, rules: Iterable[Rule | ApprovalRuleConfig] = (), *, allow_read_only: bool = True,
-                 session_id: str | None = None):
+                 session_id: str | None = None, saved: Iterable[Rule] = ()):
         own = [r if isinstance(r, Rule) else Rule.from_config(r) for r in rules]
         self.session_id = session_id
         self.rules: tuple[Rule, ...] = (*(DEFAULT_RULES if allow_read_only else ()),
-                                        *(r for r in own if r.session is None or r.session == session_id))
+                                        *(r for r in (*own, *saved) if r.session is None or r.session == session_id))
 
     @classmethod
-    def from_config(cls, config: ApprovalConfig, *, session_id: str | None = None) -> ApprovalPolicy:
-        return cls(config.rules, allow_read_only=config.allow_read_only, session_id=session_id)
+    def from_config(cls, config: ApprovalConfig, *, session_id: str | None = None,
+                    saved: Iterable[Rule] = ()) -> ApprovalPolicy:
+        """The default rule, then the config's ``approval.rules``, then ``saved`` (the workspace's saved rules)."""
+        return cls(config.rules, allow_read_only=config.allow_read_only, session_id=session_id, saved=saved)
 
     def decide(self, code: str, *, cwd: str | os.PathLike[str] | None = None) -> Verdict:
         """Classify ``code`` (writes judged against ``cwd``, default: this process's) and apply the rules."""

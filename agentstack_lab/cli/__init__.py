@@ -1,6 +1,6 @@
 """The ``agentstack-lab`` command line: one root app, one module per command group.
 
-Groups: ``memory``, ``session``, ``config``, ``agent``, ``decisions``, ``review``, ``workflow``, plus the ``mcp`` and ``acp`` commands.
+Groups: ``memory``, ``session``, ``config``, ``agent``, ``decisions``, ``approval``, ``review``, ``workflow``, plus the ``mcp`` and ``acp`` commands.
 Shared behaviour (opening the workspace, the exit-code policy, one-line errors, JSON and tables)
 lives in the public :mod:`agentstack_lab.cli.common`; a group module imports only from there and
 from the layers below, never from another group. Exit codes: 0 success, 1 a check failed, 2 the
@@ -16,6 +16,7 @@ import typer
 
 from agentstack_lab.cli import (
     agent,
+    approval,
     config,
     decisions,
     memory,
@@ -41,6 +42,7 @@ app.add_typer(config.app, name="config")
 app.add_typer(workflow.app, name="workflow")
 app.add_typer(agent.app, name="agent")
 app.add_typer(decisions.app, name="decisions")
+app.add_typer(approval.app, name="approval")
 app.add_typer(review.app, name="review")
 app.add_typer(tasks.app, name="task")
 app.add_typer(worker.queue_app, name="queue")

@@ -56,6 +56,8 @@ def _answer_text(d: Any) -> str:
     if d.state != "answered":
         return d.reason or ""
     if isinstance(d.answer, dict) and "approved" in d.answer:
+        if d.answer["approved"] and d.answer.get("always"):
+            return f"approved, always ({d.answer['always']})"
         return "approved" if d.answer["approved"] else f"rejected{': ' + d.answer['reason'] if d.answer.get('reason') else ''}"
     return short(d.answer, 60)
 
@@ -98,6 +100,14 @@ def show_command(ctx: typer.Context, decision_id: str = typer.Argument(..., help
                + f"\n  prompt:  {d.prompt}")
     if d.code:
         typer.echo("  code:\n" + "\n".join(f"    {line}" for line in d.code.splitlines()))
+    if d.kind == "approval" and d.pending:
+        preview = _always_preview(d)
+        typer.echo(f"  always:  {preview.description} (decisions approve {d.id[:8]} --always)" if not preview.refused
+                   else f"  always:  not offered: {preview.refused}")
+    saved = d.metadata.get("savedRule")
+    if isinstance(saved, dict):
+        typer.echo(f"  saved:   rule {saved.get('id')} ({saved.get('scope')}): {saved.get('description')}"
+                   if saved.get("id") else f"  saved:   no rule: {saved.get('refused')}")
     if d.state == "answered":
         typer.echo(f"  answer:  {_answer_text(d)} (by {d.answered_by or 'unknown'}, from {surface_label(d.surface)})")
         typer.echo(f"  decided: by {d.decided_by}")
@@ -127,11 +137,32 @@ def answer_command(ctx: typer.Context, decision_id: str = typer.Argument(..., he
     _done(ds.answer(ds.get(decision_id).id, text, by=_who(), surface="cli"), as_json)
 
 
+def _always_preview(d: Any) -> Any:
+    """What "Always allow code like this" would save for approval ``d`` (its card's classes and code)."""
+    from agentstack_lab.approval import always_rule
+
+    classes: Any = d.options.get("classes")
+    return always_rule(classes if isinstance(classes, list) else [], d.code or "")
+
+
 @app.command("approve")
 def approve_command(ctx: typer.Context, decision_id: str = typer.Argument(..., help="Decision id (or prefix)."),
                     edit: Path = typer.Option(None, "--edit", help="Run this file's code instead (an edited version)."),
+                    always: bool = typer.Option(False, "--always",
+                                                help="Also save \"Always allow code like this\" as a rule "
+                                                     "(`decisions show ID` says what it matches)."),
+                    scope: str = typer.Option(None, "--scope", help="Where --always saves the rule: session "
+                                                                    "(default) or workspace."),
                     as_json: bool = JSON):
     """Approve a code approval (optionally with edited code from a file) or a consensus checkpoint."""
+    from agentstack_lab.decisions import ALWAYS_SCOPES
+
+    if scope is not None and not always:
+        raise CommandError("--scope goes with --always (it says where the saved rule applies)")
+    if scope is not None and scope not in ALWAYS_SCOPES:
+        raise CommandError(f"--scope must be session or workspace, got {scope!r}")
+    if always and edit is not None:
+        raise CommandError("--always saves a rule for the code as asked; it cannot go with --edit")
     code = None
     if edit is not None:
         try:
@@ -139,7 +170,18 @@ def approve_command(ctx: typer.Context, decision_id: str = typer.Argument(..., h
         except OSError as exc:
             raise CommandError(f"--edit: cannot read {edit}: {exc.strerror or exc}") from None
     ds = _decisions(ctx)
-    _done(ds.approve(ds.get(decision_id).id, code=code, by=_who(), surface="cli"), as_json)
+    d = ds.get(decision_id)
+    preview = None
+    if always:
+        if d.kind != "approval":
+            raise CommandError(f"--always saves a rule for code approvals; decision {d.id[:8]} is a {d.kind}")
+        preview = _always_preview(d)
+        if preview.refused:
+            raise CommandError(f"--always: no rule can be saved for decision {d.id[:8]}: {preview.refused}")
+    done = ds.approve(d.id, code=code, by=_who(), surface="cli", always=(scope or "session") if always else None)
+    _done(done, as_json)
+    if preview is not None and not as_json:
+        typer.echo(f"the run saves an approval rule ({scope or 'session'}): {preview.description}")
 
 
 @app.command("reject")

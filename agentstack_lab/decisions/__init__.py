@@ -19,6 +19,7 @@ Services layer: imports only the foundation (store via the ``db`` passed in, eve
 
 from agentstack_lab.decisions.interventions import ACTIONS, Intervention, Interventions, interventions_for
 from agentstack_lab.decisions.store import (
+    ALWAYS_SCOPES,
     POLL_S,
     SURFACES,
     Decision,
@@ -34,4 +35,4 @@ from agentstack_lab.decisions.store import (
 
 __all__ = ["Decision", "Decisions", "decisions_for", "interventions_for", "DecisionError", "DecisionClosedError", "DecisionNotFoundError", "SURFACES",
            "surface_label", "normalise_answer", "cancel_pending", "POLL_S", "Intervention", "Interventions",
-           "ACTIONS"]
+           "ACTIONS", "ALWAYS_SCOPES"]

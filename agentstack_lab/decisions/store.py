@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from agentstack_lab.store.protocol import Database
 
 __all__ = ["Decision", "Decisions", "decisions_for", "DecisionError", "DecisionClosedError", "DecisionNotFoundError",
-           "SURFACES", "surface_label", "normalise_answer", "cancel_pending", "POLL_S"]
+           "SURFACES", "surface_label", "normalise_answer", "cancel_pending", "POLL_S", "ALWAYS_SCOPES"]
 
 POLL_S = 0.025
 """Seconds between two looks at the database while waiting for an answer from another process."""
@@ -48,6 +48,8 @@ SURFACES = SURFACE_LABELS
 """Known surfaces and how a person reads them (defined in :mod:`agentstack_lab.events`)."""
 
 _APPROVAL_KINDS = ("approval", "consensus")
+ALWAYS_SCOPES = ("session", "workspace")
+"""Where an approval answered ``always`` saves its rule: this run's session, or the whole workspace."""
 _YES, _NO = APPROVE_WORDS, REJECT_WORDS
 
 
@@ -145,6 +147,16 @@ def normalise_answer(kind: str, response: Any, code: str | None = None) -> Any:
                 raise DecisionError("approval: 'code' must be a non-empty string when given")
             if edited == code:
                 verdict = {k: v for k, v in verdict.items() if k != "code"}
+        if kind != "approval" and verdict.get("always") is not None:
+            raise DecisionError(f"'always' saves a rule for code approvals; a {kind} decision takes none")
+        if kind == "approval" and verdict.get("always") is not None:
+            scope: object = verdict["always"]
+            if scope not in ALWAYS_SCOPES:
+                raise DecisionError(f"approval: 'always' must be one of {', '.join(ALWAYS_SCOPES)}, got {scope!r}")
+            if verdict["approved"] is not True:
+                raise DecisionError("approval: 'always' saves an allow rule, so it needs approved: true")
+            if "code" in verdict:
+                raise DecisionError("approval: 'always' applies to the code as asked, not to edited code")
         response = verdict
     if kind == "intervention":  # the resource monitor paused an agent: resume it or stop it
         word: object = ("resume" if response else "stop") if isinstance(response, bool) else response
@@ -245,22 +257,30 @@ class Decisions:
         self._wake(current.id)
         return self.get(current.id)
 
-    def annotate(self, id: str, **metadata: Any) -> Decision:  # noqa: A002
-        """Add ``metadata`` to a pending decision (a dry run's report for its card); closed ones refuse."""
+    def annotate(self, id: str, *, answered: bool = False, **metadata: Any) -> Decision:  # noqa: A002
+        """Add ``metadata`` to a pending decision (a dry run's report for its card); closed ones refuse.
+
+        ``answered``: an answered one takes it too (the rule an ``always`` answer saved).
+        """
         current = self.get(id)
         with self.db.transaction() as conn:
             row = conn.execute("SELECT state, metadata FROM decisions WHERE id = ?", (current.id,)).fetchone()
-            if row is None or row[0] != "pending":
+            if row is None or (row[0] != "pending" and not (answered and row[0] == "answered")):
                 raise DecisionClosedError(self.get(current.id).closed_message())
             merged = {**json.loads(row[1] or "{}"), **metadata}
             conn.execute("UPDATE decisions SET metadata = ? WHERE id = ?", (json.dumps(merged, default=str), current.id))
         return self.get(current.id)
 
     def approve(self, id: str, *, code: str | None = None, by: str | None = None,  # noqa: A002
-                surface: str = "python", **extra: Any) -> Decision:
-        """Approve an approval (optionally with edited ``code``) or a consensus checkpoint."""
+                surface: str = "python", always: str | None = None, **extra: Any) -> Decision:
+        """Approve an approval (optionally with edited ``code``) or a consensus checkpoint.
+
+        ``always`` (``session`` or ``workspace``): also save "Always allow code like this" as a rule there
+        (the waiting run saves it, see ``agentstack_lab/approval/saved.py``).
+        """
         self._require_approvable(id, "approve")
-        return self.answer(id, {"approved": True, **({"code": code} if code is not None else {}), **extra},
+        return self.answer(id, {"approved": True, **({"code": code} if code is not None else {}),
+                                **({"always": always} if always is not None else {}), **extra},
                            by=by, surface=surface)
 
     def reject(self, id: str, *, reason: str | None = None, by: str | None = None,  # noqa: A002

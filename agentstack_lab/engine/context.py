@@ -85,8 +85,12 @@ class AgentContext(Protocol):
         ...
 
     async def ask_user(self, node: AgentNode, kind: QueryKind, prompt: str, options: dict[str, Any] | None = None, *,
-                  validate: Callable[[Any], Any] | None = None, optional: bool = False) -> Any:
-        """Ask the person a ``user-query`` and return the answer (headless: fails closed or skips)."""
+                  validate: Callable[[Any], Any] | None = None, optional: bool = False,
+                  opened: Callable[[str], Any] | None = None) -> Any:
+        """Ask the person a ``user-query`` and return the answer (headless: fails closed or skips).
+
+        ``opened(query_id)`` is called once the query is open.
+        """
         ...
 
     def spawn_child(self, parent: AgentNode, prompt: str, agent_type: str | None = None, *,
@@ -123,6 +127,11 @@ class AgentContext(Protocol):
 
     def record_rule_decision(self, node: AgentNode, prompt: str, code: str, verdict: dict[str, Any]) -> None:
         """Persist an approval a rule decided (``verdict``: the redacted :meth:`Verdict.to_dict`)."""
+        ...
+
+    def save_always_rule(self, node: AgentNode, query_id: str | None, code: str, classes: list[str],
+                         scope: str) -> dict[str, Any]:
+        """A person answered "Always allow code like this": save the rule, note it on the decision; what was saved."""
         ...
 
     def memory(self, node: AgentNode) -> Any:

@@ -60,7 +60,7 @@ from agentstack_lab.validation import as_dict
 if TYPE_CHECKING:
     from agentstack_lab.agents.identity import AgentIdentity
     from agentstack_lab.agents.registry import AgentRegistry
-    from agentstack_lab.approval.rules import ApprovalPolicy, Verdict
+    from agentstack_lab.approval.rules import Verdict
     from agentstack_lab.decisions.store import Decisions
     from agentstack_lab.engine.sandbox import DryRunResult
     from agentstack_lab.workspace import Workspace
@@ -128,7 +128,6 @@ class RunCore:
         self._tokens = 0
         self._tokens_unenforceable = False
         self.control = RunControl(self)  # drift checks and consensus checkpoints (engine/gate.py)
-        self._approval: ApprovalPolicy | None = None  # the approval rules (approval/), built on first use
 
     # --- state read by the handle ---------------------------------------------------------------
 
@@ -360,12 +359,49 @@ class RunCore:
                           ", ".join(r["name"] for r in rows), self.run_id, exc)
 
     def approval_verdict(self, code: str) -> Verdict:
-        """The approval rules' verdict on ``code`` (writes judged against the kernel's working folder)."""
-        if self._approval is None:
-            from agentstack_lab.approval import ApprovalPolicy
+        """The approval rules' verdict on ``code`` (writes judged against the kernel's working folder).
 
-            self._approval = ApprovalPolicy.from_config(self.workspace.config.approval, session_id=self.session_id)
-        return self._approval.decide(code, cwd=os.getcwd())
+        The saved rules are read at every call, so one saved a moment ago (here or from another
+        process) decides the next call.
+        """
+        from agentstack_lab.approval import ApprovalPolicy, SavedRules
+
+        saved = SavedRules(self.decision_store.db).rules(self.session_id) if self.decision_store is not None else []
+        policy = ApprovalPolicy.from_config(self.workspace.config.approval, session_id=self.session_id, saved=saved)
+        return policy.decide(code, cwd=os.getcwd())
+
+    def save_always_rule(self, node: AgentNode, query_id: str | None, code: str, classes: list[str],
+                         scope: str) -> dict[str, Any]:
+        """A person answered "Always allow code like this": save the rule and note it on the decision.
+
+        Returns what the decision records as ``savedRule``: the rule's id, scope and description, or
+        ``refused`` saying why none was saved (a built-in deny covers the code, a secret in it, no database).
+        """
+        from agentstack_lab.approval import SavedRules, always_rule
+        from agentstack_lab.approval.saved import SavedRuleError
+        from agentstack_lab.decisions import DecisionError
+
+        store = self.decision_store
+        rule = always_rule(classes, code)
+        note: dict[str, Any]
+        if store is None:
+            note = {"refused": "no workspace database to save the rule in"}
+        elif rule.code is not None and redact(code, self.secrets()) != code:
+            note = {"refused": "the code holds a secret, and the rule would keep its exact text"}
+        else:
+            by = store.get(query_id).answered_by if query_id is not None else None
+            try:
+                saved = SavedRules(store.db).add(rule, scope=scope, session_id=self.session_id, created_by=by,
+                                                 decision_id=query_id)
+                note = {"id": saved.id, "scope": saved.scope, "description": saved.description}
+            except SavedRuleError as exc:
+                note = {"refused": str(exc)}
+        if store is not None and query_id is not None:
+            with contextlib.suppress(DecisionError):
+                store.annotate(query_id, answered=True, savedRule=note)
+        self.note(node, f"saved approval rule {note['id']} ({note['scope']}): {note['description']}" if "id" in note
+                  else f"no approval rule saved: {note['refused']}")
+        return note
 
     def record_rule_decision(self, node: AgentNode, prompt: str, code: str, verdict: dict[str, Any]) -> None:
         """A rule decided an approval: an answered decision row (by ``rule:<id>``) and the agent's answer trace."""

@@ -5,7 +5,9 @@ the code and ``deny`` refuses it (the result names the rule), each recorded as a
 ``rule:<id>``; ``ask`` asks a person, unless the run has ``auto_approve`` (which answers only the asks:
 a built-in or configured deny still refuses). ``dry_run_then_allow`` runs the code in a sandboxed fork of
 the kernel first (:mod:`~agentstack_lab.engine.sandbox`): a clean dry run allows it, anything else asks a
-person even under ``auto_approve``.
+person even under ``auto_approve``. An approval answered ``always`` (``session`` or ``workspace``) runs the
+code and saves "Always allow code like this" as a rule (:mod:`agentstack_lab.approval.saved`), so the next
+call like it is decided by that rule, with no card.
 
 Every tool call gets exactly one ``tool-result``, also when it fails closed (a headless run with
 no approval: the result carries the error, then the run fails). Everything a tool returns is
@@ -75,6 +77,9 @@ def parse_approval(response: Any, code: str) -> tuple[bool, str]:
     answer = as_dict(response)
     verdict = answer.get("approved")
     if isinstance(response, dict) and isinstance(verdict, bool):
+        always: object = answer.get("always")
+        if always is not None and (always not in ("session", "workspace") or verdict is not True or "code" in answer):
+            raise ValueError("approval: 'always' is 'session' or 'workspace', with approved: true and the code as asked")
         edited: object = answer.get("code", code)
         if not isinstance(edited, str) or not edited.strip():
             raise ValueError("approval: 'code' must be a non-empty string when given")
@@ -164,14 +169,18 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
         elif ctx.executor.dry_run_first and ctx.executor.supports_dry_run:  # what it would do, shown on the card
             details["dryRun"] = redact((await ctx.executor.dry_run(code, secrets=hidden)).to_dict(), hidden)
         asked: str = code
+        opened: list[str] = []
         answer = await ctx.ask_user(node, "approval", _APPROVAL_PROMPT, details,
-                                    validate=lambda r: parse_approval(r, asked))
+                                    validate=lambda r: parse_approval(r, asked), opened=opened.append)
         approved, new_code = parse_approval(answer, code)
         if not approved:
             why = as_dict(answer).get("reason")
             return {"text": "The user rejected running this code" + (f" ({why})" if why else "") + ". Do not run it "
                             "again; continue without it or propose something different."}, "rejected by the user"
         edited, code = new_code != code, new_code
+        always = as_dict(answer).get("always")
+        if always in ("session", "workspace") and not edited:   # "Always allow code like this": saved before it runs
+            ctx.save_always_rule(node, opened[-1] if opened else None, code, verdict.classes, str(always))
     result = await ctx.executor.run(code, context=ctx.exec_context(node, call.id))
     if ctx.monitor is not None:
         ctx.monitor.files(node, result.files)

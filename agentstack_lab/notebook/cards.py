@@ -9,17 +9,27 @@ Send and the offered choices; an empty answer is refused in the card. Approvals 
 where (your live kernel, which can change your variables, or an isolated subprocess); code longer
 than 12 lines shows its first 12 and a "Show all N lines" control; long lines scroll sideways. Names
 too big to snapshot for undo (``notSnapshotted``, see ``engine/provenance.py``) are listed above the code.
+
+"Try it first" (when the card has a ``try_first`` callable: the run's ``try_first`` for this approval) runs
+the code in a sandboxed fork of the kernel and shows the report (:mod:`.dryrun_view`); Approve becomes
+"Run it for real". A report already in the options (config ``approval.dry_run``) is shown at once.
+"Always allow code like this…" shows the rule it would save (``approval.always_rule`` of the card's
+classes) and a scope (this session / the whole workspace) before "Approve and always allow" answers
+``{"approved": True, "always": scope}``; code a built-in deny covers is not offered it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 import ipywidgets as W
 
+from agentstack_lab.approval import always_rule
 from agentstack_lab.events import UserQuery
 from agentstack_lab.notebook.controls import AnswerBox
+from agentstack_lab.notebook.dryrun_view import dry_run_html
 from agentstack_lab.notebook.render import CODE_PREVIEW_LINES, code_box, markdown, where_code_runs
 from agentstack_lab.notebook.sanitize import escape
 
@@ -56,9 +66,12 @@ class QueryCard:
     """The widgets answering one query; ``box`` goes into the node."""
 
     def __init__(self, query: UserQuery, respond: Callable[[Any], None], *, agent_type: str = "agent",
-                 tool: str = "python", executor: str | None = None):
+                 tool: str = "python", executor: str | None = None,
+                 try_first: Callable[[], Awaitable[Any]] | None = None):
         self.query = query
         self._respond = respond
+        self._try_first = try_first
+        self.trying: asyncio.Task[Any] | None = None
         self.note = W.HTML()
         self.note.add_class("agentstack-card-note")
         if query.kind == "approval":
@@ -94,7 +107,83 @@ class QueryCard:
         self.approve.on_click(self._on_approve)
         self.reject.on_click(lambda _b: self._respond(False))
         self.edit.on_click(self._on_edit)
-        return [self.heading, self.viewer, self.expand, self.editor, W.HBox([self.approve, self.reject, self.edit])]
+        # "Try it first": a dry run in a sandboxed fork, its report shown here before anything runs for real
+        self.dry = W.HTML(layout=W.Layout(width="auto", display="none"))
+        self.dry.add_class("agentstack-dry")
+        self.try_button = W.Button(description="Try it first", tooltip="run it in a sandboxed copy of the kernel "
+                                   "and show what it would do; nothing changes in your kernel",
+                                   layout=W.Layout(width="auto", display=None if self._try_first else "none"))
+        self.try_button.add_class("agentstack-try")
+        self.try_button.on_click(self._on_try)
+        report = q.options.get("dryRun")
+        if isinstance(report, dict):
+            self.show_dry_run(report)
+        # "Always allow code like this": the rule it would save, shown before the person confirms
+        classes: Any = q.options.get("classes")
+        self.always_rule = always_rule(classes if isinstance(classes, list) else [], code) if tool == "python" else None
+        offered = self.always_rule is not None and not self.always_rule.refused
+        self.always = W.Button(description="Always allow code like this…", layout=W.Layout(width="auto",
+                               display=None if offered else "none"),
+                               tooltip="approve, and save a rule so calls like this run without asking")
+        self.always.add_class("agentstack-always")
+        self.always.on_click(self._on_always)
+        self.always_text = W.HTML(("Saves the rule: <b>" + escape(self.always_rule.description) + "</b>. Built-in "
+                                   "denies still apply.") if offered and self.always_rule else "")
+        self.scope = W.ToggleButtons(options=[("this session", "session"), ("the whole workspace", "workspace")],
+                                     value="session", description="Applies to:", style={"button_width": "auto"})
+        self.always_confirm = W.Button(description="Approve and always allow", button_style="primary")
+        self.always_confirm.add_class("agentstack-always-confirm")
+        self.always_confirm.on_click(lambda _b: self._respond({"approved": True, "always": self.scope.value}))
+        self.always_cancel = W.Button(description="Cancel")
+        self.always_cancel.on_click(lambda _b: self._show(self.always_box, False))
+        self.always_box = W.VBox([self.always_text, self.scope, W.HBox([self.always_confirm, self.always_cancel])],
+                                 layout=W.Layout(width="auto", display="none"))
+        self.always_box.add_class("agentstack-always-box")
+        return [self.heading, self.viewer, self.expand, self.editor,
+                W.HBox([self.approve, self.reject, self.edit, self.try_button, self.always]), self.dry, self.always_box]
+
+    @staticmethod
+    def _show(widget: W.DOMWidget, shown: bool) -> None:
+        widget.layout.display = None if shown else "none"
+
+    def show_dry_run(self, report: dict[str, Any]) -> None:
+        """Show a dry-run report; Approve now reads "Run it for real"."""
+        self.dry.value = dry_run_html(report)
+        self._show(self.dry, True)
+        self._show(self.try_button, False)
+        self.approve.description = "Run it for real"
+
+    def _on_try(self, _b: W.Button) -> None:
+        if self._try_first is None or self.trying is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.say("cannot try it here: no event loop is running in this kernel")
+            return
+        self.try_button.disabled = True
+        self.say("trying it in a sandboxed copy of the kernel…")
+        self.trying = loop.create_task(self._try())
+
+    async def _try(self) -> None:
+        try:
+            result = await self._try_first() if self._try_first is not None else None
+        except Exception as exc:  # the dry run failed to start or the approval was answered meanwhile: said here
+            self.say(f"the dry run did not run: {exc}")
+            self.try_button.disabled = False
+            self.trying = None
+            return
+        to_dict = getattr(result, "to_dict", None)
+        report: Any = to_dict() if callable(to_dict) else result
+        if isinstance(report, dict):
+            self.show_dry_run(cast("dict[str, Any]", report))
+            self.say("")
+
+    def _on_always(self, _b: W.Button) -> None:
+        if self.editor.layout.display != "none" and self.editor.value != self.code:
+            self.say("\"always\" applies to the code as asked: approve the edited code without it, or undo the edit")
+            return
+        self._show(self.always_box, True)
 
     def _on_expand(self, _b: W.Button) -> None:
         clamped = "clamped" in self.viewer.value[:60]
@@ -142,7 +231,7 @@ class QueryCard:
 
     # -- state ----------------------------------------------------------------------------------
     def say(self, text: str) -> None:
-        self.note.value = f'<span class="agentstack-hint">{escape(text)}</span>'
+        self.note.value = f'<span class="agentstack-hint">{escape(text)}</span>' if text else ""
 
     def close(self) -> None:
         """Close the card's widgets (their comms do not pile up)."""

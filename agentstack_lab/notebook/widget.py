@@ -33,8 +33,8 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, cast
 
 import ipywidgets as W
 
@@ -317,7 +317,8 @@ class _NodeView:
             return
         tool = next((t.tool for t in reversed(node.tools) if not t.done), "python")
         self.card = QueryCard(query, lambda r, q=query.query_id: self.tree.respond(self.id, q, r),
-                              agent_type=node.type, tool=tool, executor=self.tree.state.executor_of(node.id))
+                              agent_type=node.type, tool=tool, executor=self.tree.state.executor_of(node.id),
+                              try_first=self.tree.trial(query))
         self.query.children = (self.card.box,)
         _hidden(self.query, False)
 
@@ -586,6 +587,13 @@ class AgentTree(W.VBox):
         self.state.answered(agent_id, query_id)
         self._dirty.add(agent_id)
         self.flush()
+
+    def trial(self, query: Any) -> Callable[[], Awaitable[Any]] | None:
+        """The card's "Try it first" for a python approval: the attached run's ``try_first``, else ``None``."""
+        try_first: Any = getattr(self.run, "try_first", None)
+        if query.kind != "approval" or not callable(try_first) or "code" not in query.options:
+            return None
+        return lambda: cast("Awaitable[Any]", try_first(query.query_id))
 
     def stop(self, agent_id: str) -> None:
         """Stop an agent and its subtree."""

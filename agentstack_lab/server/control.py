@@ -1,4 +1,8 @@
-"""The control plane over REST: decisions (list, show, answer, approve, reject), tasks and metrics.
+"""The control plane over REST: decisions (list, show, answer, approve, reject), saved approval rules, tasks, metrics.
+
+``POST decisions/ID/approve {"always": "session" | "workspace"}`` approves and has the run save "Always allow
+code like this" as a rule (a pending approval's JSON carries ``alwaysRule``: what it would match);
+``GET approval/rules`` lists the saved rules and ``DELETE approval/rules/ID`` removes one.
 
 Decisions are rows of the workspace database (:mod:`agentstack_lab.decisions`), so the lab panel
 answers a question of any run — a kernel's, a CLI ``agent run --on-query wait`` in a terminal, a
@@ -31,8 +35,20 @@ def _decisions(state: Any) -> Any:
     return decisions_for(state.workspace)
 
 
+def _always(d: Any) -> Any:
+    """What "Always allow code like this" would save for approval ``d`` (its card's classes and code)."""
+    from agentstack_lab.approval import always_rule
+
+    classes: Any = d.options.get("classes")
+    return always_rule(classes if isinstance(classes, list) else [], d.code or "")
+
+
 def _decision(d: Any) -> dict[str, Any]:
-    return d.to_dict()
+    """A decision's JSON; a pending code approval also carries ``always_rule``: the rule "always" would save."""
+    out = d.to_dict()
+    if d.kind == "approval" and d.pending and d.code:
+        out["always_rule"] = _always(d).to_dict()
+    return out
 
 
 class DecisionsHandler(BaseHandler):
@@ -68,16 +84,43 @@ class DecisionActionHandler(BaseHandler):
                 raise UsageError("answer needs a 'response' in the request body")
             act = lambda ds: ds.answer(ref, data["response"], by=by, surface="lab")  # noqa: E731
         elif action == "approve":
-            code = data.get("code")
+            code, always = data.get("code"), data.get("always")
             if code is not None and not isinstance(code, str):
                 raise UsageError("approve: 'code' must be a string when given")
-            act = lambda ds: ds.approve(ref, code=code, by=by, surface="lab")  # noqa: E731
+            if always is not None and always not in ("session", "workspace"):
+                raise UsageError(f"approve: 'always' must be 'session' or 'workspace', got {always!r}")
+
+            def act(ds: Any) -> Any:
+                if always is not None:   # refused before anything is answered when no rule can be saved
+                    d = ds.get(ref)
+                    rule = _always(d) if d.kind == "approval" else None
+                    if rule is not None and rule.refused:
+                        raise UsageError(f"approve: no rule can be saved for decision {d.id[:8]}: {rule.refused}")
+                return ds.approve(ref, code=code, by=by, surface="lab", always=always)
         else:
             reason = data.get("reason")
             if reason is not None and not isinstance(reason, str):
                 raise UsageError("reject: 'reason' must be a string when given")
             act = lambda ds: ds.reject(ref, reason=reason or None, by=by, surface="lab")  # noqa: E731
         self.reply(_decision(await self.state.off_loop(lambda: act(_decisions(self.state)))))
+
+
+class ApprovalRulesHandler(BaseHandler):
+    """``GET approval/rules``: the saved approval rules, oldest first; ``DELETE approval/rules/ID`` removes one."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        from agentstack_lab.approval import SavedRules
+
+        self.reply({"rules": [r.to_dict() for r in await self.state.off_loop(lambda: SavedRules(self.db).list())]})
+
+
+class ApprovalRuleHandler(BaseHandler):
+    @tornado.web.authenticated
+    async def delete(self, rule_id: str) -> None:
+        from agentstack_lab.approval import SavedRules
+
+        self.reply((await self.state.off_loop(lambda: SavedRules(self.db).remove(rule_id))).to_dict())
 
 
 class TasksHandler(BaseHandler):
@@ -123,4 +166,6 @@ def control_routes() -> list[tuple[str, type]]:
         (rf"/{PREFIX}/decisions/([^/]+)", DecisionHandler),
         (rf"/{PREFIX}/decisions/([^/]+)/(answer|approve|reject)", DecisionActionHandler),
         (rf"/{PREFIX}/tasks", TasksHandler),
+        (rf"/{PREFIX}/approval/rules", ApprovalRulesHandler),
+        (rf"/{PREFIX}/approval/rules/([^/]+)", ApprovalRuleHandler),
     ]

@@ -85,4 +85,5 @@ _register(
     foundation.foundation_fts_own_file,
     engine.engine_runs_list_indexes,
     foundation.foundation_memory_reembed,
+    control_plane.approval_saved_rules,
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["services_decisions", "services_interventions", "tasks_control_plane", "coordination_queue_and_messages", "monitoring_phase_changes", "workflows_review_loops", "tasks_session_id_without_fk"]
+__all__ = ["services_decisions", "services_interventions", "tasks_control_plane", "coordination_queue_and_messages", "monitoring_phase_changes", "workflows_review_loops", "tasks_session_id_without_fk", "approval_saved_rules"]
 
 
 def services_decisions(conn: Any) -> None:
@@ -283,3 +283,30 @@ def tasks_session_id_without_fk(conn: Any) -> None:
     conn.execute("CREATE INDEX idx_tasks_parent ON tasks(parent_id)")
     conn.execute("CREATE INDEX idx_tasks_run ON tasks(run_id)")
     conn.execute("CREATE INDEX idx_tasks_status ON tasks(status, created_at)")
+
+
+def approval_saved_rules(conn: Any) -> None:
+    """Approval rules a person saved with "Always allow code like this" (``agentstack_lab/approval/saved.py``).
+
+    Applied after the config's ``approval.rules`` (the last match wins). ``scope`` is ``session`` (only
+    runs of ``session_id``) or ``workspace``; ``any_of``/``only`` are JSON lists of code classes, ``code``
+    a regular expression; a saved rule never lifts a built-in deny. ``decision_id`` is the approval it
+    was answered with. Times are unix seconds.
+    """
+    conn.execute("""
+        CREATE TABLE approval_rules (
+            id TEXT PRIMARY KEY,
+            action TEXT NOT NULL CHECK (action IN ('allow', 'ask', 'deny', 'dry_run_then_allow')),
+            any_of TEXT,
+            only TEXT,
+            code TEXT,
+            scope TEXT NOT NULL CHECK (scope IN ('session', 'workspace')),
+            session_id TEXT,
+            description TEXT NOT NULL DEFAULT '',
+            decision_id TEXT,
+            created_by TEXT,
+            created_at REAL NOT NULL,
+            CHECK ((scope = 'session') = (session_id IS NOT NULL)),
+            CHECK (any_of IS NOT NULL OR only IS NOT NULL OR code IS NOT NULL)
+        )""")
+    conn.execute("CREATE INDEX approval_rules_order ON approval_rules(created_at)")
