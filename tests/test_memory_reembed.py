@@ -181,7 +181,7 @@ def test_memory_magic_keeps_working_on_a_mismatch_and_reembeds_in_the_background
     magics = shell.magics_manager.registry["AgentstackMagics"]
     kernel_ws = Workspace.open(root, config=Config.model_validate({"memory": {"vector": {"dimensions": 32}}}),
                                announce=False)
-    setattr(shell, "_agentstack_lab_workspace", kernel_ws)   # the kernel's workspace (workspace.for_shell)
+    shell._agentstack_lab_workspace = kernel_ws   # the kernel's workspace (workspace.for_shell)
     try:
         assert len(shell.run_line_magic("memory", "list --limit 5")) == 5
         frame = shell.run_line_magic("memory", "search kubernetes --limit 3")

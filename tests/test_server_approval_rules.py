@@ -18,6 +18,8 @@ from agentstack_lab.decisions import Decisions
 from agentstack_lab.workspace import Workspace
 from tests.test_server import _get, jp_server_config  # noqa: F401  (the extension in the server)
 
+pytestmark = pytest.mark.slow   # a Jupyter server (jp_fetch) starts processes
+
 
 def test_rule_endpoints_need_jupyters_token(jp_fetch, jp_asyncio_loop):
     async def body():
