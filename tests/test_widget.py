@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import re
 from pathlib import Path
@@ -20,6 +19,7 @@ from agentstack_lab.events import (
     UserQuery,
 )
 from agentstack_lab.notebook.widget import DEFAULT_INTERVAL, AgentTree
+from tests.waits import apoll
 
 _ids = itertools.count()
 
@@ -171,8 +171,7 @@ async def test_timer_flushes_pending_deltas_on_the_loop(sent):
     tree.apply(TextDelta(agent_id="root", delta="first"))  # drawn at once (interval elapsed)
     tree.apply(TextDelta(agent_id="root", delta=" second"))  # coalesced, timer armed
     assert "second" not in tree.node_view("root").text_html
-    await asyncio.sleep(0.15)
-    assert "first second" in tree.node_view("root").text_html
+    await apoll(lambda: "first second" in tree.node_view("root").text_html, "the timer's redraw")
 
 
 def test_answers_through_buttons_and_custom_messages(sent):
@@ -331,11 +330,10 @@ async def test_elapsed_time_ticks_while_agents_work(sent, monkeypatch):
     meta = tree.node_view("root").meta
     assert "0 ms" in meta.value
     clock.t += 3.0
-    await asyncio.sleep(0.2)
-    assert "3.0 s" in meta.value  # redrawn without any new event
+    await apoll(lambda: "3.0 s" in meta.value, "the tick's redraw")  # redrawn without any new event
     tree.apply(AgentCompleted(agent_id="root", result="ok"))
-    await asyncio.sleep(0.1)
-    assert not tree.ticking  # nothing works any more: the ticking stops
+    # nothing works any more: the next tick finds no agent at work and the ticking stops
+    await apoll(lambda: not tree.ticking, "the ticking to stop")
 
 
 def test_approval_names_the_agent_and_escapes_the_code(sent):
