@@ -1,5 +1,6 @@
-"""Helpers for the notebook-surface kernel tests: scripted providers (and their source, to define them in a
-kernel), widget-state readers, and the strict check of a notebook file we wrote."""
+"""Helpers for the notebook-surface kernel tests: building and executing a notebook of cells in a real
+kernel, scripted providers (and their source, to define them in a kernel), widget-state readers, and the
+strict check of a notebook file we wrote."""
 
 from __future__ import annotations
 
@@ -7,8 +8,57 @@ import copy
 import inspect
 import json
 import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+Cells = Sequence[str] | Mapping[str, str]
+
+
+def notebook(cells: Cells) -> Any:
+    """A new notebook of code cells: a list of sources, or ``{tag: source}`` (each cell tagged with its key)."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    if isinstance(cells, Mapping):
+        return new_notebook(cells=[new_code_cell(src, metadata={"tags": [tag]}) for tag, src in cells.items()])
+    return new_notebook(cells=[new_code_cell(src) for src in cells])
+
+
+def _client(cells: Cells | Any, workdir: Path | str, timeout: int, allow_errors: bool,
+            store_widget_state: bool) -> tuple[Any, Any]:
+    from nbclient import NotebookClient
+    from nbformat import NotebookNode
+
+    nb = cells if isinstance(cells, NotebookNode) else notebook(cells)
+    return nb, NotebookClient(nb, kernel_name="python3", timeout=timeout, allow_errors=allow_errors,
+                              store_widget_state=store_widget_state,
+                              resources={"metadata": {"path": str(workdir)}})
+
+
+def run_cells(cells: Cells | Any, workdir: Path | str, *, timeout: int = 120, allow_errors: bool = True,
+              store_widget_state: bool = False) -> Any:
+    """Execute ``cells`` (sources, ``{tag: source}``, or a notebook) in a fresh python3 kernel started in
+    ``workdir``; returns the executed notebook (``nb.metadata.widgets`` holds the widget state if asked).
+
+    ``allow_errors=False`` makes the first failing cell raise ``CellExecutionError`` (nbclient's default);
+    with ``True`` an error is an output of its cell and the cells after it still run.
+    """
+    nb, client = _client(cells, workdir, timeout, allow_errors, store_widget_state)
+    client.execute()
+    return nb
+
+
+async def async_run_cells(cells: Cells | Any, workdir: Path | str, *, timeout: int = 120,
+                          allow_errors: bool = True, store_widget_state: bool = False) -> Any:
+    """:func:`run_cells` for an async test (whose event loop may serve a fake the kernel talks to)."""
+    nb, client = _client(cells, workdir, timeout, allow_errors, store_widget_state)
+    await client.async_execute()
+    return nb
+
+
+def by_tag(nb: Any) -> dict[str, Any]:
+    """``{tag: cell}`` for a notebook built from ``{tag: source}``."""
+    return {c.metadata["tags"][0]: c for c in nb.cells}
 
 
 def valid_notebook(written: Path | str) -> Any:

@@ -22,6 +22,7 @@ from agentstack_lab.engine import AgentRun
 from agentstack_lab.engine.log import rebuild_tree
 from agentstack_lab.engine.options import RunOptions
 from agentstack_lab.providers.scripted import ScriptedProvider
+from tests.notebook_helpers import by_tag, run_cells
 
 distributed = pytest.importorskip("distributed", reason="the Dask placement needs the dask extra (distributed)")
 pytestmark = pytest.mark.slow
@@ -281,13 +282,7 @@ MAGIC_CELLS = {
 
 
 def test_agent_magic_cluster_in_a_real_kernel(tmp_path):
-    from nbclient import NotebookClient
-    from nbformat.v4 import new_code_cell, new_notebook
-
-    nb = new_notebook(cells=[new_code_cell(src, metadata={"tags": [tag]}) for tag, src in MAGIC_CELLS.items()])
-    NotebookClient(nb, kernel_name="python3", timeout=240, allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    out = {c.metadata["tags"][0]: c.outputs for c in nb.cells}
+    out = {tag: c.outputs for tag, c in by_tag(run_cells(MAGIC_CELLS, tmp_path, timeout=240)).items()}
 
     def text(tag):
         return "".join(o.get("text", "") if o["output_type"] == "stream" else "\n".join(o.get("traceback", []))

@@ -50,7 +50,7 @@ async def test_answer_from_another_surface_wins_and_the_widget_card_names_it(ws)
     await run
     assert ran == ["ran"] and run.status == "completed"
     tree.flush()
-    note = tree._views[run.id].query.children
+    note = tree.node_view(run.id).query.children
     assert len(note) == 1 and "approval answered from the terminal (by alice)" in note[0].value
     assert Decisions(ws.db).get(q.query_id).answer == {"approved": True}
 

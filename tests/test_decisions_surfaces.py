@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from agentstack_lab.decisions import Decisions
+from agentstack_lab.engine.log import read_events
+from agentstack_lab.events import AgentState, ToolResult
 from agentstack_lab.store.connection import SQLiteDatabase
+from tests.waits import poll
 
 SCRIPT = Path(sys.executable).with_name("agentstack-lab")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
@@ -126,6 +129,18 @@ def test_auto_policy_approves_and_records_it(workdir):
     assert (d["kind"], d["state"], d["surface"], d["answer"]) == ("approval", "answered", "policy", {"approved": True})
 
 
+def _paused_after_code(folder: Path, run_id: str) -> bool:
+    """The run's log has a tool result followed by the root's ``paused`` status."""
+    db = SQLiteDatabase(folder / ".agentstack" / "agentstack.db")
+    try:
+        events = [ev for _, ev in read_events(db, run_id)]
+    finally:
+        db.close()
+    ran = next((i for i, ev in enumerate(events) if isinstance(ev, ToolResult)), None)
+    return ran is not None and any(isinstance(ev, AgentState) and ev.agent_id == run_id
+                                   and ev.state.get("status") == "paused" for ev in events[ran:])
+
+
 def _applied(folder: Path, count: int, timeout: float = 30) -> list[tuple]:
     db = SQLiteDatabase(folder / ".agentstack" / "agentstack.db")
     deadline = time.monotonic() + timeout
@@ -149,7 +164,7 @@ def test_pause_comment_resume_from_another_process(workdir):
         assert cli(workdir, "agent", "comment", root, "mention the seasonality").returncode == 0
         assert _applied(workdir, 2) == [("pause", 1, None), ("comment", 1, None)]
         assert cli(workdir, "decisions", "approve", d["id"]).returncode == 0
-        time.sleep(2.0)
+        poll(lambda: _paused_after_code(workdir, root), "the approved code to run and the agent to pause")
         assert run.poll() is None  # the code ran, and the paused agent waits before its next model call
         tree = json.loads(cli(workdir, "agent", "tree", root, "--json").stdout)
         assert tree["metadata"].get("paused") is True and tree["userComment"] == "mention the seasonality"

@@ -14,6 +14,7 @@ from agentstack_lab.engine.executors import (
     SubprocessExecutor,
     make_executor,
 )
+from tests.waits import apoll
 
 
 async def test_live_executor_sees_and_creates_names_and_captures_output():
@@ -77,8 +78,8 @@ async def test_live_executor_fork_wait_use_the_context_and_stop_interrupts():
     res = await ex.run("h = fork('sub q', type='coder')\nwait(h)", context=ctx)
     assert res.result == "'result of h1'" and calls == [("sub q", "coder")]
     assert ns["fork"] == "user's own fork" and "wait" not in ns
-    task = asyncio.create_task(ex.run("import time\nwhile True:\n    time.sleep(0.01)"))
-    await asyncio.sleep(0.2)
+    task = asyncio.create_task(ex.run("import time\nlooping = True\nwhile True:\n    time.sleep(0.01)"))
+    await apoll(lambda: ns.get("looping"), "the code to be running")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

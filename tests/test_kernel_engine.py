@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.notebook_helpers import run_cells
+
 pytestmark = pytest.mark.slow
 
 
 def test_agent_in_a_real_kernel_reads_df_and_creates_a_variable(tmp_path):
-    nbformat = pytest.importorskip("nbformat")
-    from nbclient import NotebookClient
-
     cells = [
         "import pandas as pd\ndf = pd.DataFrame({'sales': [10, 20, 30, 40]})",
         "from agentstack_lab.engine import AgentRun, RunOptions\n"
@@ -28,8 +27,7 @@ def test_agent_in_a_real_kernel_reads_df_and_creates_a_variable(tmp_path):
         "                                     \"display(HTML('<i>agent</i>'))\\ndf['double'] = df['sales'] * 2\")\n"
         "print([b['text/html'] for b in res.display], res.changed_names, list(df.columns))",
     ]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nb = run_cells(cells, tmp_path, allow_errors=False)
 
     def text(i):
         return "".join(o.get("text", "") for o in nb.cells[i].outputs if o.get("output_type") == "stream")

@@ -6,10 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from nbclient import NotebookClient
-from nbformat.v4 import new_code_cell, new_notebook
 
-from tests.notebook_helpers import ASKING_PROVIDER
+from tests.notebook_helpers import ASKING_PROVIDER, by_tag, run_cells
 
 pytestmark = pytest.mark.slow
 
@@ -61,10 +59,8 @@ CELLS = {
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     work = tmp_path_factory.mktemp("magics")
-    nb = new_notebook(cells=[new_code_cell(src, metadata={"tags": [tag]}) for tag, src in CELLS.items()])
-    NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True, store_widget_state=True,
-                   resources={"metadata": {"path": str(work)}}).execute()
-    return {c.metadata["tags"][0]: c.outputs for c in nb.cells}
+    nb = run_cells(CELLS, work, store_widget_state=True)
+    return {tag: c.outputs for tag, c in by_tag(nb).items()}
 
 
 def _text(outputs, name=None):

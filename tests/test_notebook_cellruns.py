@@ -139,7 +139,7 @@ def _bars(view):
 def test_answer_and_its_code_blocks_get_copy_and_insert_bars(sent):
     answer = "Use this:\n\n```python\ntotal = sum(sales.values())\n```\n\nor in SQL:\n\n~~~sql\nselect 1\n~~~\n"
     tree = AgentTree().extend([state("root", "running"), AgentCompleted(agent_id="root", result=answer)])
-    view = tree._views["root"]
+    view = tree.node_view("root")
     bars = _bars(view)
     assert [(b.cell_type, b.label, b.text) for b in bars] == [
         ("markdown", "answer", answer), ("code", "code block 1 (python)", "total = sum(sales.values())"),
@@ -154,9 +154,9 @@ def test_answer_and_its_code_blocks_get_copy_and_insert_bars(sent):
 def test_partial_answer_has_a_bar_and_an_empty_run_has_none(sent):
     tree = AgentTree().extend([state("root", "running"), TextDelta(agent_id="root", delta="half of it")])
     tree.flush()
-    assert _bars(tree._views["root"]) == [] and tree._views["root"].result_actions.layout.display == "none"
+    assert _bars(tree.node_view("root")) == [] and tree.node_view("root").result_actions.layout.display == "none"
     tree.apply(state("root", "stopped", error="stopped by the user"))
-    (bar,) = _bars(tree._views["root"])
+    (bar,) = _bars(tree.node_view("root"))
     assert (bar.text, bar.cell_type) == ("half of it", "markdown")
 
 
@@ -165,14 +165,14 @@ def test_tool_panel_bar_copies_the_code_that_ran(sent):
         state("root", "running"),
         ToolCall(agent_id="root", tool="python", input={"code": "df['sales']"}),
     ])
-    view = tree._views["root"]
-    (panel,) = [w for w in view.transcript.children if "agentstack-tool" in w._dom_classes]
+    view = tree.node_view("root")
+    (panel,) = view.tool_panels()
     bar = panel.children[0].children[1]
     assert bar.text == "df['sales']" and bar.cell_type == "code" and bar.layout.display is None
     tree.apply(ToolResult(agent_id="root", tool="python", output={"code": "df['revenue']", "text": "ok"}))
     assert bar.text == "df['revenue']"  # after Edit: the edited code, the one that ran
     tree.extend([ToolCall(agent_id="root", tool="memory_search", input={"query": "churn"})])
-    panel2 = [w for w in view.transcript.children if "agentstack-tool" in w._dom_classes][1]
+    panel2 = view.tool_panels()[1]
     assert panel2.children[0].children[1].layout.display == "none"  # no code: no bar
 
 
@@ -180,7 +180,7 @@ def test_answer_box_sends_the_value_carried_by_enter(sent):
     answers = []
     tree = AgentTree(responder=lambda *a: answers.append(a)).extend([
         state("root", "waiting_user"), UserQuery(agent_id="root", query_id="q", kind="clarification", prompt="?")])
-    card = tree._views["root"].card
+    card = tree.node_view("root").card
     assert "Shift+Enter adds a line" in card.answer.placeholder
     card.answer.comm.handle({"method": "custom", "content": {"event": "submit", "value": " \n "}})
     assert answers == [] and "type an answer first" in card.note.value  # blank lines are empty too

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
 from agentstack_lab.notebook.snapshot import SNAPSHOT_MIME
-from tests.notebook_helpers import ASKING_PROVIDER
+from tests.notebook_helpers import ASKING_PROVIDER, notebook, run_cells
 
 JUPYTER = Path(sys.executable).with_name("jupyter")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -43,15 +42,13 @@ CELLS = {
 def executed(request, tmp_path_factory):
     """The notebook executed by nbclient (as papermill and ``nbconvert --execute``) or ``agentstack-lab workflow run``."""
     work = tmp_path_factory.mktemp("export")
-    nb = new_notebook(cells=[new_code_cell(src, metadata={"tags": [tag]}) for tag, src in CELLS.items()])
+    nb = notebook(CELLS)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path = work / "executed.ipynb"
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("JPY_SESSION_NAME", raising=False)  # a kernel no Jupyter Server session started
         if request.param == "nbclient":
-            NotebookClient(nb, kernel_name="python3", timeout=180, store_widget_state=True,
-                           resources={"metadata": {"path": str(work)}}).execute()
-            nbformat.write(nb, path)
+            nbformat.write(run_cells(nb, work, timeout=180, allow_errors=False, store_widget_state=True), path)
         else:
             nbformat.write(nb, work / "in.ipynb")
             done = subprocess.run([str(Path(sys.executable).with_name("agentstack-lab")), "workflow", "run",

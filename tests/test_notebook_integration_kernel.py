@@ -5,8 +5,8 @@ with what the kernel's cells did (execution counts and tracebacks as a kernel nu
 from __future__ import annotations
 
 import pytest
-from nbclient import NotebookClient
-from nbformat.v4 import new_code_cell, new_notebook
+
+from tests.notebook_helpers import by_tag, run_cells
 
 pytestmark = pytest.mark.slow
 
@@ -32,10 +32,7 @@ CELLS = {
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     work = tmp_path_factory.mktemp("nbint")
-    nb = new_notebook(cells=[new_code_cell(src, metadata={"tags": [tag]}) for tag, src in CELLS.items()])
-    NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True,
-                   resources={"metadata": {"path": str(work)}}).execute()
-    return {c.metadata["tags"][0]: c for c in nb.cells}
+    return by_tag(run_cells(CELLS, work))
 
 
 def _stdout(cell):

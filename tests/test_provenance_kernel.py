@@ -10,10 +10,8 @@ lists the names it touched.
 from __future__ import annotations
 
 import pytest
-from nbclient import NotebookClient
-from nbformat.v4 import new_code_cell, new_notebook
 
-from tests.notebook_helpers import CODE_THEN_ANSWER, widget_models, with_class
+from tests.notebook_helpers import CODE_THEN_ANSWER, by_tag, run_cells, widget_models, with_class
 
 pytestmark = pytest.mark.slow
 
@@ -45,10 +43,8 @@ CELLS = {
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     work = tmp_path_factory.mktemp("provenance")
-    nb = new_notebook(cells=[new_code_cell(src, metadata={"tags": [tag]}) for tag, src in CELLS.items()])
-    NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True, store_widget_state=True,
-                   resources={"metadata": {"path": str(work)}}).execute()
-    return {c.metadata["tags"][0]: c.outputs for c in nb.cells}, nb.metadata.get("widgets", {})
+    nb = run_cells(CELLS, work, store_widget_state=True)
+    return {tag: c.outputs for tag, c in by_tag(nb).items()}, nb.metadata.get("widgets", {})
 
 
 def _out(outputs):

@@ -20,6 +20,8 @@ from collections import Counter
 import pytest
 
 from agentstack_lab.coordination import Coordinator, MessageBus, TaskQueue
+from agentstack_lab.decisions import Decisions
+from tests.waits import poll
 
 pytestmark = pytest.mark.slow  # every test here starts a process
 
@@ -134,7 +136,7 @@ def test_worker_signal_finishes_or_releases_what_it_holds(ws, sig):
         while queue.get(task.id).state == "pending" and time.time() < deadline:
             time.sleep(0.01)
         assert queue.get(task.id).state == "claimed"
-        time.sleep(0.3)  # it is waiting for the approval now
+        poll(lambda: Decisions(ws.db).list(state="pending"), "the agent to ask for its approval")
     finally:
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.notebook_helpers import run_cells
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 BLOCK = re.compile(r"(?:<!-- test: (?P<kind>[\w-]+)[^>]*-->\s*\n)?```(?P<lang>[\w-]*)\n(?P<body>.*?)```", re.S)
@@ -106,15 +108,10 @@ def test_shell_examples_run(workdir, group):
 @pytest.mark.slow
 @pytest.mark.parametrize("group", GROUPS)
 def test_kernel_examples_run(workdir, group):
-    import nbformat
-    from nbclient import NotebookClient
-
     workdir.mkdir(parents=True, exist_ok=True)
     cells = [body for kind, _, body in blocks(group) if kind == "kernel"]
     assert cells, f"{group} has no notebook examples"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(workdir)}})
-    client.execute()
+    nb = run_cells(cells, workdir, allow_errors=False)
     for cell in nb.cells:
         for out in cell.outputs:
             assert out.output_type != "error", f"{cell.source}\n{out.get('ename')}: {out.get('evalue')}"

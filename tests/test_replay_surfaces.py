@@ -19,6 +19,7 @@ from test_cassette import ROOT_PROMPT, SUBS, model
 from typer.testing import CliRunner
 
 from agentstack_lab.cli import app
+from tests.notebook_helpers import async_run_cells
 
 fake_llm_server = fakes_llm.fake_llm_server
 fake_llm = fakes_llm.fake_llm
@@ -147,9 +148,6 @@ def test_workflow_run_replays_a_recorded_real_model_review(fake_llm, tmp_path):
 
 @pytest.mark.slow
 async def test_agent_magic_replays_in_a_real_kernel(fake_llm, ws, tmp_path):
-    from nbclient import NotebookClient
-    from nbformat.v4 import new_code_cell, new_notebook
-
     from agentstack_lab.engine import AgentRun, RunOptions
     from agentstack_lab.providers.registry import get_provider
 
@@ -164,11 +162,9 @@ async def test_agent_magic_replays_in_a_real_kernel(fake_llm, ws, tmp_path):
              f"r = %agent {flags} {ROOT_PROMPT}\nprint(r.status, r.provider.name, len(r.tree['children']))\n"
              "print(r.result)",
              f"%agent {flags} Compare five sorting algorithms"]
-    nb = new_notebook(cells=[new_code_cell(src) for src in cells])
     work = tmp_path / "nb"
     work.mkdir()
-    await NotebookClient(nb, kernel_name="python3", timeout=300, allow_errors=True,
-                         resources={"metadata": {"path": str(work)}}).async_execute()
+    nb = await async_run_cells(cells, work, timeout=300)
 
     def text(cell) -> str:
         return "".join(o.get("text", "") + json.dumps(o.get("data", {})) + "".join(o.get("traceback", []))

@@ -8,12 +8,10 @@ notebook would have them.
 from __future__ import annotations
 
 import pytest
-from nbclient import NotebookClient
-from nbformat.v4 import new_code_cell, new_notebook
 
 from agentstack_lab.notebook.magics import show_ref
 from agentstack_lab.notebook.snapshot import SNAPSHOT_MIME, snapshot
-from tests.notebook_helpers import ASKING_PROVIDER
+from tests.notebook_helpers import ASKING_PROVIDER, by_tag, run_cells
 
 CELLS = {
     "setup": "%load_ext agentstack_lab\n" + ASKING_PROVIDER,
@@ -28,10 +26,7 @@ CELLS = {
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     work = tmp_path_factory.mktemp("saved")
-    nb = new_notebook(cells=[new_code_cell(src, metadata={"tags": [tag]}) for tag, src in CELLS.items()])
-    NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True,
-                   resources={"metadata": {"path": str(work)}}).execute()
-    return {c.metadata["tags"][0]: c.outputs for c in nb.cells}
+    return {tag: c.outputs for tag, c in by_tag(run_cells(CELLS, work)).items()}
 
 
 def _bundles(outputs):

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from agentstack_lab.cli import app
 from agentstack_lab.events import to_wire
+from tests.notebook_helpers import run_cells
 
 fake_llm_server = fakes_llm.fake_llm_server
 fake_llm = fakes_llm.fake_llm
@@ -379,8 +380,6 @@ def test_mcp_system_status(fake_llm, config_file, key, tmp_path):
 def test_executed_notebook_never_holds_the_key(fake_llm, config_file, key, tmp_path):
     """``%agent`` in a real kernel whose environment holds the key: live-executor code prints it, a 401 follows."""
     import nbformat
-    from nbclient import NotebookClient
-    from nbformat.v4 import new_code_cell, new_notebook
 
     code = "import os\nprint(os.environ['ANTHROPIC_API_KEY'])\nos.environ['OPENAI_API_KEY']"
     fake_llm.queue(*[model(code)] * 10)
@@ -394,9 +393,7 @@ def test_executed_notebook_never_holds_the_key(fake_llm, config_file, key, tmp_p
              "ws2 = Workspace.open(announce=False)\n"
              "run = AgentRun('hello?', workspace=ws2, options={'interactive': False, 'subagents': False})\n"
              "await run.wait(raise_on_error=False)\nprint(run.status, run.error)\nws2.close()"]
-    nb = new_notebook(cells=[new_code_cell(c) for c in cells])
-    NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True, store_widget_state=True,
-                   resources={"metadata": {"path": str(config_file.parent)}}).execute()
+    nb = run_cells(cells, config_file.parent, store_widget_state=True)
     text = nbformat.writes(nb)
     errors = [o for c in nb.cells for o in c.outputs if o["output_type"] == "error"]
     assert not errors, errors

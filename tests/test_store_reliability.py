@@ -19,6 +19,7 @@ WRITER = textwrap.dedent("""
     folder, worker, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     ws = Workspace.open(folder, announce=False)
     mem = ws.memory
+    print("ready", flush=True)
     while not os.path.exists(go):
         time.sleep(0.005)
     for i in range(0, 500, 50):   # half one by one, half in batches
@@ -52,12 +53,12 @@ def test_four_processes_store_500_each(tmp_path):
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(folder), str(w), str(go)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(4)]
-    time.sleep(1.0)
+    assert [p.stdout.readline().strip() for p in procs] == ["ready"] * 4  # every writer waits for the go
     go.touch()
     outs = [p.communicate(timeout=240) for p in procs]
     for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
-        assert out.startswith("done") and "Traceback" not in err
+        assert out.startswith("done") and "Traceback" not in err, out
     with Workspace.open(folder, announce=False) as ws:
         assert counts(ws) == (2000, 2000, 2000)
         assert ws.db.query("PRAGMA integrity_check")[0][0] == "ok"

@@ -50,7 +50,7 @@ def test_scripted_run_is_estimated_and_every_view_shows_the_same_figure(workdir)
     widget = AgentTree()
     for node in _flat(tree):
         widget.apply(_state(node))
-    assert figure in widget._views[tree["id"]].meta.value
+    assert figure in widget.node_view(tree["id"]).meta.value
 
     # agent list: one row per agent, its own figure, in a column that says so
     listed = invoke("agent", "list", "--run", run_id).stdout

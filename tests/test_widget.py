@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
+import re
+from pathlib import Path
 
 import comm
 import pytest
@@ -18,6 +19,7 @@ from agentstack_lab.events import (
     UserQuery,
 )
 from agentstack_lab.notebook.widget import DEFAULT_INTERVAL, AgentTree
+from tests.waits import apoll
 
 _ids = itertools.count()
 
@@ -68,11 +70,6 @@ def _updates(sent):
     return [m for m in sent if m and m.get("method") == "update"]
 
 
-def _tools(view):
-    """The tool-call panels of a node's transcript, in order."""
-    return [w for w in view.transcript.children if "agentstack-tool" in w._dom_classes]
-
-
 def _card(view):
     (box,) = view.query.children
     return box.children
@@ -91,15 +88,15 @@ def test_tree_structure_status_and_content(sent):
         AgentCompleted(agent_id="root", result="Sales are up."),
     ])
     tree.flush()
-    views = tree._views
+    views = {agent_id: tree.node_view(agent_id) for agent_id in tree.node_ids()}
     assert [v.box for v in views.values()][0] in tree.nodes_box.children
     assert len(tree.nodes_box.children) == 1
     assert [c for c in views["root"].children.children] == [views["a"].box, views["b"].box]
-    assert "agentstack-status-completed" in views["root"].box._dom_classes
-    assert "agentstack-status-failed" in views["b"].box._dom_classes
+    assert "agentstack-status-completed" in views["root"].classes
+    assert "agentstack-status-failed" in views["b"].classes
     assert "<strong>rose</strong>" in views["a"].text_html and "<script" not in views["a"].text_html
     assert "&lt;b&gt;sales" in views["root"].title.value  # prompts are escaped, not rendered
-    assert _tools(views["b"])[0].titles == ("python ✗",)
+    assert views["b"].tool_panels()[0].titles == ("python ✗",)
     assert "Final answer" in views["root"].result.value and "Sales are up." in views["root"].result.value
     assert views["root"].stop.layout.display == "none"  # finished: nothing to stop
     assert views["a"].body.layout.display == "none" and "→ up 10%" in views["a"].title.value  # folded, one line
@@ -114,8 +111,28 @@ def test_child_before_parent_is_rehomed(sent):
     tree.apply(state("kid", "running", type="coder"))
     tree.apply(state("kid", "running", "root"))
     tree.apply(state("root", "running", type="researcher"))
-    assert tree.nodes_box.children == (tree._views["root"].box,)
-    assert tree._views["root"].children.children == (tree._views["kid"].box,)
+    assert tree.nodes_box.children == (tree.node_view("root").box,)
+    assert tree.node_view("root").children.children == (tree.node_view("kid").box,)
+    assert tree.node_ids() == ["kid", "root"]  # in the order the nodes were drawn
+
+
+def test_node_view_of_an_undrawn_agent_names_it(sent):
+    tree = AgentTree().extend([state("root", "running")])
+    with pytest.raises(KeyError, match=r"no drawn node for agent 'ghost' \(drawn: root\)"):
+        tree.node_view("ghost")
+
+
+# the tree's private state, as a test would reach into it (the pattern itself does not match this line)
+PRIVATE_READ = re.compile(r"\.(_views|_ticker)\b")
+
+
+def test_tests_read_the_tree_through_its_public_api():
+    """No test reaches into the tree's private node views; they read ``node_view``/``node_ids``/``ticking``."""
+    assert PRIVATE_READ.search('view = tree.' + '_views["root"]')  # the guard sees a private read
+    hits = [f"{path.name}:{number}: {line.strip()}"
+            for path in sorted(Path(__file__).parent.glob("*.py"))
+            for number, line in enumerate(path.read_text("utf-8").splitlines(), 1) if PRIVATE_READ.search(line)]
+    assert not hits, "\n".join(hits)
 
 
 def test_ten_thousand_deltas_bounded_updates(sent):
@@ -133,7 +150,7 @@ def test_ten_thousand_deltas_bounded_updates(sent):
     assert flood <= bound, (flood, bound)
     assert tree.flushes <= 1 + 1 + 10.0 / DEFAULT_INTERVAL + 1
     assert flood >= 10  # the text did stream, just coalesced
-    assert tree._views["root"].text_html.count("w") == 10_000
+    assert tree.node_view("root").text_html.count("w") == 10_000
 
 
 def test_instant_flood_is_one_redraw(sent):
@@ -145,7 +162,7 @@ def test_instant_flood_is_one_redraw(sent):
         tree.apply(TextDelta(agent_id="root", delta="x"))
     tree.flush()
     assert len(_updates(sent)) - before <= 3  # the text (one message), its new transcript item and showing it
-    assert "x" * 10_000 in tree._views["root"].text_html
+    assert "x" * 10_000 in tree.node_view("root").text_html
 
 
 async def test_timer_flushes_pending_deltas_on_the_loop(sent):
@@ -153,9 +170,8 @@ async def test_timer_flushes_pending_deltas_on_the_loop(sent):
     tree.apply(state("root", "running"))
     tree.apply(TextDelta(agent_id="root", delta="first"))  # drawn at once (interval elapsed)
     tree.apply(TextDelta(agent_id="root", delta=" second"))  # coalesced, timer armed
-    assert "second" not in tree._views["root"].text_html
-    await asyncio.sleep(0.15)
-    assert "first second" in tree._views["root"].text_html
+    assert "second" not in tree.node_view("root").text_html
+    await apoll(lambda: "first second" in tree.node_view("root").text_html, "the timer's redraw")
 
 
 def test_answers_through_buttons_and_custom_messages(sent):
@@ -165,7 +181,7 @@ def test_answers_through_buttons_and_custom_messages(sent):
         state("root", "waiting_user"),
         UserQuery(agent_id="root", query_id="q1", kind="clarification", prompt="Which **year**?"),
     ])
-    view = tree._views["root"]
+    view = tree.node_view("root")
     heading, box, row, _note = _card(view)
     assert "<strong>year</strong>" in heading.value
     box.value = "2024"
@@ -242,7 +258,7 @@ def test_header_usage_elapsed_toggle_and_stop(sent):
     stops = []
     tree = AgentTree(clock=clock, stopper=stops.append)
     tree.apply(state("root", "running", type="researcher", prompt="q", usage={"inputTokens": 12, "outputTokens": 5}))
-    view = tree._views["root"]
+    view = tree.node_view("root")
     clock.t += 2.5
     tree.apply(ToolCall(agent_id="root", tool="python", input={"code": "x = 1\nprint(x)"}))
     assert "17 tokens (this agent)" in view.meta.value and "2.5 s" in view.meta.value
@@ -259,13 +275,13 @@ def test_header_usage_elapsed_toggle_and_stop(sent):
     view.toggle.click()
     assert view.body.layout.display is None
     tree.apply(ToolResult(agent_id="root", tool="python", output={"stdout": "1\n", "text": "stdout:\n1", "error": None}))
-    body = _tools(view)[0].children[0].children[0].value
+    body = view.tool_panels()[0].children[0].children[0].value
     assert "x = 1\nprint(x)" in body and "stdout:\n1" in body  # code shown as code, output as the model saw it
-    assert _tools(view)[0].titles == ("python ✓",)
+    assert view.tool_panels()[0].titles == ("python ✓",)
     tree.apply(state("child", "running", "root"))
     clock.t += 0.032
     tree.apply(AgentCompleted(agent_id="child", result="ok"))
-    assert "32 ms" in tree._views["child"].meta.value and "✓ agent [completed]   (32 ms)" in tree.to_text()
+    assert "32 ms" in tree.node_view("child").meta.value and "✓ agent [completed]   (32 ms)" in tree.to_text()
 
 
 @pytest.mark.parametrize("kind, label", [("blocking", "Before it starts"), ("final", "One more question")])
@@ -276,7 +292,7 @@ def test_blocking_and_final_questions_get_an_answer_box(sent, kind, label):
         UserQuery(agent_id="root", query_id="q", kind=kind, prompt="Which **region**?",
                   options={"choices": ["North", "South"]}),
     ])
-    heading, box, row, _note = _card(tree._views["root"])
+    heading, box, row, _note = _card(tree.node_view("root"))
     assert label in heading.value and "<strong>region</strong>" in heading.value
     send, north, south = row.children
     assert (north.description, south.description) == ("North", "South")
@@ -290,7 +306,7 @@ def test_reject_sends_false(sent):
         state("root", "waiting_user"),
         UserQuery(agent_id="root", query_id="q", kind="approval", prompt="Run?", options={"code": "rm()"}),
     ])
-    row = _card(tree._views["root"])[4]
+    row = _card(tree.node_view("root"))[4]
     row.children[1].click()
     assert answers == [("root", "q", False)]
 
@@ -311,14 +327,13 @@ async def test_elapsed_time_ticks_while_agents_work(sent, monkeypatch):
     monkeypatch.setattr(widget, "TICK", 0.05)
     clock = Clock()
     tree = AgentTree(FakeRun([state("root", "running", prompt="q"), state("done", "completed", "root")]), clock=clock)
-    meta = tree._views["root"].meta
+    meta = tree.node_view("root").meta
     assert "0 ms" in meta.value
     clock.t += 3.0
-    await asyncio.sleep(0.2)
-    assert "3.0 s" in meta.value  # redrawn without any new event
+    await apoll(lambda: "3.0 s" in meta.value, "the tick's redraw")  # redrawn without any new event
     tree.apply(AgentCompleted(agent_id="root", result="ok"))
-    await asyncio.sleep(0.1)
-    assert tree._ticker is None  # nothing works any more: the ticking stops
+    # nothing works any more: the next tick finds no agent at work and the ticking stops
+    await apoll(lambda: not tree.ticking, "the ticking to stop")
 
 
 def test_approval_names_the_agent_and_escapes_the_code(sent):
@@ -330,7 +345,7 @@ def test_approval_names_the_agent_and_escapes_the_code(sent):
         UserQuery(agent_id="root", query_id="q", kind="approval", prompt="Run this Python code?",
                   options={"code": "print('<b>hi</b>')"}),
     ])
-    view = tree._views["root"]
+    view = tree.node_view("root")
     heading, viewer, expand, _editor, row, _dry, _always, _note = _card(view)
     assert heading.value == "<b>researcher</b> wants to run 1 line of Python:"  # the generic line adds nothing
     assert "print(&#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;)" in viewer.value and "agentstack-code-box" in viewer.value
@@ -374,16 +389,15 @@ def test_transcript_keeps_text_and_tool_calls_in_order(sent):
         TextDelta(agent_id="root", delta="It is **two**."),
     ])
     tree.flush()
-    kids = tree._views["root"].transcript.children
-    kinds = ["tool" if "agentstack-tool" in k._dom_classes else "text" for k in kids]
-    assert kinds == ["text", "tool", "text"]
+    kinds, kids = zip(*tree.node_view("root").transcript_items(), strict=True)
+    assert kinds == ("text", "tool", "text")
     assert "Let me look." in kids[0].value and "<strong>two</strong>" in kids[2].value
 
 
 def test_activity_says_what_the_agent_is_doing(sent):
     tree = AgentTree()
     tree.apply(state("root", "running", type="researcher", metadata={"step": "clarify"}))
-    view = tree._views["root"]
+    view = tree.node_view("root")
     assert "clarifying the question" in view.activity.value and "agentstack-spinner" in view.activity.value
     tree.apply(state("root", "running", metadata={"step": "subquestions"}))
     assert "planning subagents" in view.activity.value
@@ -414,7 +428,7 @@ def test_long_approval_says_line_count_and_where_it_runs(sent):
         ToolCall(agent_id="kid", tool="python", input={"code": code}),
         UserQuery(agent_id="kid", query_id="q", kind="approval", prompt="Run this Python code?", options={"code": code}),
     ])
-    heading, viewer, expand, *_ = _card(tree._views["kid"])
+    heading, viewer, expand, *_ = _card(tree.node_view("kid"))
     assert "wants to run 42 lines of Python in <b>your live kernel</b>" in heading.value  # inherited from the root
     assert "can read and change your variables" in heading.value
     assert "clamped" in viewer.value and expand.description == "Show all 42 lines" and expand.layout.display is None
@@ -422,7 +436,7 @@ def test_long_approval_says_line_count_and_where_it_runs(sent):
     assert "clamped" not in viewer.value and expand.description == "Show less"
     tree2 = AgentTree().extend([state("r", "waiting_user", metadata={"executor": "subprocess"}),
                                 UserQuery(agent_id="r", query_id="q", kind="approval", prompt="", options={"code": "1"})])
-    assert "an isolated subprocess" in _card(tree2._views["r"])[0].value
+    assert "an isolated subprocess" in _card(tree2.node_view("r"))[0].value
 
 
 def test_after_edit_the_panel_shows_the_code_that_ran_and_its_traceback(sent):
@@ -436,8 +450,8 @@ def test_after_edit_the_panel_shows_the_code_that_ran_and_its_traceback(sent):
         state("root", "running", metadata={"answers": [
             {"kind": "approval", "question": "Run this Python code?", "answer": {"approved": True}, "source": "user"}]}),
     ])
-    view = tree._views["root"]
-    (panel,) = _tools(view)
+    view = tree.node_view("root")
+    (panel,) = view.tool_panels()
     body = panel.children[0].children[0].value
     assert "code that ran (edited)" in body and "df[&#x27;revenue&#x27;]" in body
     assert "the model's original" in body and "hi\n" in body and "Traceback (most recent call last)" in body
@@ -449,7 +463,7 @@ def test_questions_and_answers_stay_folded_in_the_node(sent):
     tree = AgentTree().extend([state("root", "running", metadata={"answers": [
         {"kind": "clarification", "question": "Which measure?", "answer": "total revenue", "source": "user"},
         {"kind": "blocking", "question": "Region?", "answer": "North", "source": "cli"}]})])
-    qa = tree._views["root"].qa
+    qa = tree.node_view("root").qa
     assert qa.layout.display is None and qa.value.count("<details") == 2
     assert "Which measure? → total revenue (by you)" in qa.value and "(from the terminal)" in qa.value
 
@@ -458,7 +472,7 @@ def test_enter_sends_and_an_empty_answer_is_refused(sent):
     answers = []
     tree = AgentTree(responder=lambda *a: answers.append(a)).extend([
         state("root", "waiting_user"), UserQuery(agent_id="root", query_id="q", kind="clarification", prompt="?")])
-    view = tree._views["root"]
+    view = tree.node_view("root")
     card = view.card
     card.answer.comm.handle({"method": "custom", "content": {"event": "submit"}})  # Enter on an empty box
     assert answers == [] and "type an answer first" in card.note.value
@@ -476,10 +490,10 @@ def test_stopped_root_keeps_its_partial_answer_in_neutral_words(sent):
         state("root", "stopped", error="stopped by the user"),
         ErrorEvent(agent_id="root", error="stopped by the user"),
     ])
-    view = tree._views["root"]
+    view = tree.node_view("root")
     assert "Partial answer" in view.result.value and "Sales rose in 2023." in view.result.value
     assert 'class="agentstack-problem stopped"' in view.error.value  # neutral, not error red
-    assert tree._views["kid"].stop.layout.display == "none"  # only the root has Stop all
+    assert tree.node_view("kid").stop.layout.display == "none"  # only the root has Stop all
     assert "kid" not in view.title.value and "root" not in view.title.value  # no internal ids as titles
 
 

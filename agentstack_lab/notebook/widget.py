@@ -25,6 +25,10 @@ run or keeps it, by ``notebook.rerun``. ``earlier`` lists the cell's earlier run
 A front end answers by clicking the buttons or by a custom message to the tree widget:
 ``{"action": "respond", "agentId": ..., "queryId": ..., "response": ...}`` or
 ``{"action": "stop", "agentId": ...}``.
+
+What is drawn can be read back without a front end: ``tree.node_ids()`` lists the agents with a node,
+``tree.node_view(agent_id)`` gives that node's :class:`NodeView` (its widgets: ``title``, ``status``,
+``meta``, ``transcript``, ``result``, ``query``/``card``, ``children``...), as tests and tools read them.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ from agentstack_lab.notebook.tree import (
     tree_to_text,
 )
 
-__all__ = ["AgentTree", "DEFAULT_INTERVAL"]
+__all__ = ["AgentTree", "NodeView", "DEFAULT_INTERVAL"]
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +89,14 @@ def _set(widget: W.Widget, name: str, value: Any) -> None:
         setattr(widget, name, value)
 
 
-class _NodeView:
-    """The widgets of one agent node."""
+class NodeView:
+    """The widgets of one agent node; :meth:`AgentTree.node_view` gives it.
+
+    Read-only outside this module: ``box`` (the node, with an ``agentstack-status-<status>`` class),
+    ``title``, ``status`` (the badge), ``activity``, ``meta`` (usage and elapsed time), ``stop``, ``body``,
+    ``work`` (the folding transcript), ``transcript``, ``qa``, ``query`` and ``card`` (the pending question,
+    or None), ``result``, ``result_actions``, ``error``, ``children`` (the subagents' boxes).
+    """
 
     def __init__(self, tree: AgentTree, node_id: str):
         self.tree = tree
@@ -162,6 +172,20 @@ class _NodeView:
     def text_html(self) -> str:
         """The drawn transcript text (all text segments), for tests and the benchmark."""
         return "".join(w.value for (kind, _src), w in self._segments if kind == "text")
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """The CSS classes of the node's box (``agentstack-node``, ``agentstack-status-<status>``, ...)."""
+        return tuple(self.box._dom_classes)
+
+    def transcript_items(self) -> list[tuple[str, W.Widget]]:
+        """The drawn transcript in order: ``("text", html)`` or ``("tool", panel)`` per item."""
+        return [("tool" if "agentstack-tool" in w._dom_classes else "text", w)
+                for w in self.transcript.children]
+
+    def tool_panels(self) -> list[W.Widget]:
+        """The transcript's tool-call panels, in the order the calls happened."""
+        return [w for kind, w in self.transcript_items() if kind == "tool"]
 
     def _on_toggle(self, _button: W.Button | None, *, auto: bool = False) -> None:
         if not auto:
@@ -365,7 +389,7 @@ class AgentTree(W.VBox):
         self.interval = interval
         self.flushes = 0
         self._clock = clock
-        self._views: dict[str, _NodeView] = {}
+        self._views: dict[str, NodeView] = {}
         self._dirty: set[str] = set()
         self._last_flush = float("-inf")
         self._timer: asyncio.TimerHandle | None = None
@@ -377,6 +401,23 @@ class AgentTree(W.VBox):
         self.on_msg(self._on_custom_msg)
         if run is not None:
             self.attach(run)
+
+    # -- reading what is drawn ----------------------------------------------------------------------
+    def node_ids(self) -> list[str]:
+        """The agents that have a drawn node, in the order their nodes were drawn."""
+        return list(self._views)
+
+    def node_view(self, agent_id: str) -> NodeView:
+        """The drawn node of ``agent_id`` (its widgets, to read); ``KeyError`` naming it if it has none."""
+        view = self._views.get(agent_id)
+        if view is None:
+            raise KeyError(f"no drawn node for agent {agent_id!r} (drawn: {', '.join(self._views) or 'none'})")
+        return view
+
+    @property
+    def ticking(self) -> bool:
+        """Whether the elapsed-time redraw is armed (it is while a followed run has agents at work)."""
+        return self._ticker is not None
 
     # -- feeding ---------------------------------------------------------------------------------
     def attach(self, run: Any) -> AgentTree:
@@ -503,11 +544,11 @@ class AgentTree(W.VBox):
     def _ordered(self, ids: set[str]) -> list[str]:
         return sorted(ids, key=lambda i: self.state.nodes[i].depth)
 
-    def _view(self, node_id: str) -> _NodeView:
+    def _view(self, node_id: str) -> NodeView:
         view = self._views.get(node_id)
         if view is not None:
             return view
-        view = self._views[node_id] = _NodeView(self, node_id)
+        view = self._views[node_id] = NodeView(self, node_id)
         parent_id = self.state.nodes[node_id].parent_id
         if parent_id is not None:
             parent = self._view(parent_id)
