@@ -83,7 +83,7 @@ async def test_try_it_first_then_run_it_for_real_in_a_real_run(ws):
     task = asyncio.ensure_future(run.wait())
     await shown.wait()
     tree.flush()
-    card = tree._views[run.root_id].card
+    card = tree.node_view(run.root_id).card
     assert card is not None and card.try_button.layout.display is None
     card.try_button.click()
     await card.trying
@@ -111,7 +111,7 @@ async def test_always_from_the_widget_saves_the_rule_and_the_next_call_has_no_ca
 
     def answer():
         tree.flush()
-        card = tree._views[run.root_id].card
+        card = tree.node_view(run.root_id).card
         card.always.click()
         card.scope.value = "session"
         card.always_confirm.click()
