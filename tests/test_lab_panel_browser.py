@@ -182,6 +182,65 @@ def test_panel_approves_a_terminal_run_and_toasts(lab, page):
         assert (docs_dir() / shot).stat().st_size < 200_000
 
 
+DRY_RUN = """
+import asyncio, sys
+from agentstack_lab.config import Config
+from agentstack_lab.engine import AgentRun
+from agentstack_lab.engine.executors import LiveKernelExecutor
+from agentstack_lab.workspace import Workspace
+
+async def main():
+    config = Config.from_dict({"approval": {"dry_run": True}})
+    with Workspace.open(sys.argv[1], config=config, announce=False) as ws:
+        ns = {}
+        run = AgentRun(sys.argv[2], workspace=ws, executor=LiveKernelExecutor(namespace=ns),
+                       options={"subagents": False, "on_query": "wait",
+                                                            "answers": {"clarification": "2024"}})
+        await run
+        print("status", run.status)
+
+asyncio.run(main())
+"""
+
+
+def test_panel_shows_the_dry_run_and_always_allows_for_the_session(lab, page):
+    """A live-executor run with approval.dry_run: the panel's card shows the sandboxed dry run's report, and
+    "Always allow code like this" approves the call and saves a session rule the person saw first."""
+    import json
+
+    from playwright.sync_api import expect
+
+    _base, _token, root, tmp = lab
+    script = tmp / "dry_run.py"
+    script.write_text(DRY_RUN)
+    proc = subprocess.Popen([sys.executable, str(script), str(root), ASKS_FOR_CODE],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root)
+    try:
+        panel = page.locator("#agentstack-agents")
+        page.evaluate("window.jupyterapp.shell.activateById('agentstack-agents')")
+        card = panel.locator(".agentstack-decision").filter(has=page.locator(".agentstack-dry-run"))
+        expect(card).to_have_count(1)
+        dry = card.locator(".agentstack-dry-run")
+        expect(dry).to_contain_text("Dry run in a sandboxed fork of the kernel")
+        expect(dry).to_contain_text("Protections")
+        expect(card.locator("button.agentstack-always-session")).to_have_count(0)   # not before the preview
+        card.locator("button.agentstack-always-open").click()
+        preview = card.locator(".agentstack-always")
+        expect(preview).to_contain_text("never lifts a built-in deny")
+        shown = preview.locator("b").inner_text()   # what the rule will match, before the person confirms
+        card.locator("button.agentstack-always-session").click()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "status completed" in out, err
+    listed = subprocess.run([*CLI, "-w", str(root), "approval", "rules", "--json"], capture_output=True, text=True,
+                            timeout=60)
+    rules = json.loads(listed.stdout)
+    assert [r["scope"] for r in rules] == ["session"] and (rules[0].get("session_id") or rules[0].get("sessionId")), \
+        listed.stdout
+    assert rules[0]["description"] == shown
+
+
 FOLLOW_UP = """
 import asyncio, sys
 from agentstack_lab.engine import AgentRun

@@ -30,8 +30,22 @@ export interface IDecision {
   runId: string | null;
   agentId: string | null;
   code: string | null;
-  options: { choices?: string[] } & Record<string, unknown>;
+  options: { choices?: string[]; dryRun?: IDryRun } & Record<string, unknown>;
   createdAt: number;
+  /** A pending code approval: the rule "Always allow code like this" would save, or why it cannot. */
+  alwaysRule?: { description: string | null; refused: string | null } | null;
+}
+
+/** What the code did in a sandboxed fork of the kernel (engine/sandbox.py), as the approval card shows it. */
+export interface IDryRun {
+  clean: boolean;
+  ended: string;
+  changes?: { name: string; action: string; before: string; after: string }[];
+  stdout?: string;
+  stderr?: string;
+  error?: string | null;
+  refused?: { call: string; target?: string; error?: string }[];
+  protections?: Record<string, string>;
 }
 
 export interface ITreeNode {

@@ -1,12 +1,12 @@
 /**
  * The Agents side panel: runs of every process in the workspace, a run's tree, and the pending
- * decisions with Approve / Reject / Edit / Answer. State lives on the server (REST), so the panel
+ * decisions with Approve / Reject / Edit / Answer, "Always allow code like this" and a dry run's report. State lives on the server (REST), so the panel
  * is whole again after a page reload; the WebSocket only says when to refresh.
  */
 import { Notification } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { EventStream, IDecision, IRun, ITreeNode, post, request } from './api';
+import { EventStream, IDecision, IDryRun, IRun, ITreeNode, post, request } from './api';
 import { STATUS_LABELS, TERMINAL } from './vocabulary';
 
 
@@ -45,6 +45,29 @@ function elapsed(run: IRun): string {
   return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m ${s % 60}s`;
 }
 
+/** A dry run's report: clean or not, the names it would change, its output, what the sandbox refused. */
+export function dryRunView(dry: IDryRun): HTMLElement {
+  const box = h('div', { class: `agentstack-dry-run ${dry.clean ? 'clean' : 'unclean'}` },
+    h('div', { class: 'agentstack-dry-run-head' },
+      h('b', {}, 'Dry run in a sandboxed fork of the kernel: '),
+      dry.clean ? 'clean' : `not clean (${dry.ended}${dry.error ? ', error' : ''}${dry.refused?.length ? ', refused calls' : ''})`));
+  const list = (title: string, items: string[]): void => {
+    if (items.length) {
+      box.append(h('div', { class: 'agentstack-muted' }, title), h('ul', {}, ...items.map(i => h('li', {}, i))));
+    }
+  };
+  list('Names', (dry.changes ?? []).map(c => `${c.action} ${c.name}: ${c.before ? `${c.before} → ` : ''}${c.after}`));
+  if (dry.stdout) {
+    box.append(h('div', { class: 'agentstack-muted' }, 'Output'), h('pre', { class: 'agentstack-code' }, dry.stdout));
+  }
+  if (dry.error) {
+    box.append(h('div', { class: 'agentstack-muted' }, 'Error'), h('pre', { class: 'agentstack-error' }, dry.error));
+  }
+  list('Refused by the sandbox', (dry.refused ?? []).map(r => `${r.call} ${r.target ?? ''}`.trim()));
+  list('Protections', Object.entries(dry.protections ?? {}).map(([k, v]) => `${k}: ${v}`));
+  return box;
+}
+
 function origin(o?: string | null): string {
   if (!o) {
     return 'unknown origin';
@@ -66,6 +89,7 @@ export class AgentsPanel extends Widget {
   private timer = 0;
   private ticker: any;
   private editing = new Set<string>();
+  private always = new Set<string>(); // approvals whose "Always allow code like this" preview is open
   readonly runEnded = new Set<(runId: string) => void>();
   error = '';
 
@@ -166,6 +190,7 @@ export class AgentsPanel extends Widget {
     try {
       await post(`decisions/${d.id}/${action}`, body);
       this.editing.delete(d.id);
+      this.always.delete(d.id);
     } catch (err) {
       Notification.error((err as Error).message);
     }
@@ -192,7 +217,31 @@ export class AgentsPanel extends Widget {
           card.append(h('pre', { class: 'agentstack-code' }, d.code));
         }
       }
+      if (d.options?.dryRun) {
+        card.append(dryRunView(d.options.dryRun));
+      }
+      const rule = d.alwaysRule;
+      if (rule && rule.description && this.always.has(d.id)) {
+        card.append(h('div', { class: 'agentstack-always' },
+          h('div', {}, 'Approve this call and save a rule that will ', h('b', {}, rule.description), '. ',
+            h('span', { class: 'agentstack-muted' }, 'It never lifts a built-in deny.')),
+          h('div', { class: 'agentstack-actions' },
+            h('button', { class: 'jp-mod-styled jp-mod-accept agentstack-always-session',
+              onclick: () => void this.act(d, 'approve', { always: 'session' }) }, 'For this session'),
+            h('button', { class: 'jp-mod-styled jp-mod-accept agentstack-always-workspace',
+              onclick: () => void this.act(d, 'approve', { always: 'workspace' }) }, 'For the whole workspace'),
+            h('button', { class: 'jp-mod-styled agentstack-always-cancel', onclick: () => {
+              this.always.delete(d.id);
+              this.render();
+            } }, 'Cancel'))));
+      }
       card.append(h('div', { class: 'agentstack-actions' },
+        rule && rule.description && !this.always.has(d.id) && !editing
+          ? h('button', { class: 'jp-mod-styled agentstack-always-open', title: rule.description, onclick: () => {
+            this.always.add(d.id);
+            this.render();
+          } }, 'Always allow code like this…')
+          : null,
         h('button', { class: 'jp-mod-styled jp-mod-accept agentstack-approve', onclick: () => {
           const code = editor && editor.value !== d.code ? { code: editor.value } : {};
           void this.act(d, 'approve', code);
@@ -244,7 +293,9 @@ export class AgentsPanel extends Widget {
     if (this.error) {
       node.append(h('div', { class: 'agentstack-error' }, this.error));
     }
-    const pending = this.selected ? this.decisions.filter(d => d.runId === this.selected) : this.decisions;
+    // every pending decision of the workspace, whichever run is selected: the selected run's first
+    const pending = [...this.decisions.filter(d => d.runId === this.selected),
+      ...this.decisions.filter(d => d.runId !== this.selected)];
     node.append(h('h3', {}, `Waiting for you (${pending.length})`));
     const list = h('div', { class: 'agentstack-decisions' });
     pending.forEach(d => list.append(this.decisionCard(d)));
