@@ -137,7 +137,7 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
 
 
 async def test_metrics_parse_and_match_the_database(tmp_path):
-    scratch = tmp_path / "scratch"
+    scratch = Path.cwd() / "scratch"   # inside the working folder: writes outside it are denied by a built-in rule
     scratch.mkdir()
     ws = monitored_workspace(tmp_path / "ws", max_api_calls=6)
     try:
@@ -171,7 +171,9 @@ async def test_metrics_parse_and_match_the_database(tmp_path):
         assert got[("agentstack_tasks_total", (("outcome", "stopped"),))] == 2
         for state, n in q("SELECT state, count(*) FROM decisions WHERE state <> 'pending' GROUP BY state"):
             assert got[("agentstack_decisions_total", (("outcome", state),))] == n
-        assert got[("agentstack_decisions_total", (("outcome", "answered"),))] == 2
+        # the two interventions, answered from the CLI; the approval rules' decisions are answered rows too
+        assert dict(q("SELECT kind, count(*) FROM decisions WHERE state = 'answered' AND surface = 'cli' "
+                      "GROUP BY kind")) == {"intervention": 2}
         assert got[("agentstack_agents_paused", ())] == 0
         # histograms: one observation per monitored agent; API calls summed from the agents' metadata
         metas = [json.loads(r[0]).get("resources") for r in q("SELECT metadata FROM agents")]

@@ -162,6 +162,7 @@ def test_every_json_command_prints_camel_case_keys(workdir):
     (workdir / "loop.json").write_text(json.dumps({"verdicts": [FAIL, PASS], "revisions": [FIXED]}))
     loop = cli("review", "run", "calc.py", "--script", "loop.json")
     cli("review", "list")
+    cli("approval", "rules")
     assert cli("review", "status", loop["id"])["reviews"][0]["coderRunId"]
     cli("review", "issues", loop["id"])
     cli("system", "health")

@@ -51,6 +51,7 @@ def team(tmp_path, pg_dsn, monkeypatch):
     return root
 
 
+@pytest.mark.slow   # starts processes
 def test_two_processes_write_and_search_one_team_memory(team):
     procs = [subprocess.Popen([sys.executable, "-c", AGENT, str(team), me, other], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
@@ -108,6 +109,7 @@ def test_nul_characters_are_refused_with_one_line(ws, backend):
     assert ws.memory.count() == 0
 
 
+@pytest.mark.slow   # starts processes
 def test_tasks_of_a_postgres_session(team):
     """Sessions live in PostgreSQL: tasks (created directly, or by an engine run) still carry the session,
     checked through the memory backend since ``tasks.session_id`` holds no foreign key (issue 15 gap)."""
