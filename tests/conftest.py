@@ -282,3 +282,15 @@ def ws(tmp_path, backend_config):
     cfg = Config.from_dict(backend_config) if backend_config else None
     with Workspace.open(tmp_path / "ws", config=cfg, announce=False) as w:
         yield w
+
+
+@pytest.fixture
+def shell():
+    """An in-process IPython shell with ``%load_ext agentstack_lab``; unloaded and cleared afterwards."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "agentstack_lab")
+    yield sh
+    sh.run_line_magic("unload_ext", "agentstack_lab")
+    InteractiveShell.clear_instance()

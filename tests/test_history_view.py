@@ -12,22 +12,12 @@ import re
 from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 from agentstack_lab.store import provenance
 from tests.notebook_helpers import code_then_answer
 
 LINE = "--wait --auto-approve --no-subagents --max-depth 0 --provider @editor "
 CHROMIUM = Path("/usr/bin/chromium")
-
-
-@pytest.fixture
-def shell():
-    sh = InteractiveShell.instance()
-    sh.run_line_magic("load_ext", "agentstack_lab")
-    yield sh
-    sh.run_line_magic("unload_ext", "agentstack_lab")
-    InteractiveShell.clear_instance()
 
 
 def _agent(sh, code, prompt="tidy up"):

@@ -8,19 +8,9 @@ import sys
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
 
 from agentstack_lab.notebook.magics import AgentRunFailed, await_transformer, magic_call_transformer
 from tests.notebook_helpers import ASKING_PROVIDER
-
-
-@pytest.fixture
-def shell():
-    sh = InteractiveShell.instance()
-    sh.run_line_magic("load_ext", "agentstack_lab")
-    yield sh
-    sh.run_line_magic("unload_ext", "agentstack_lab")
-    InteractiveShell.clear_instance()
 
 
 @pytest.mark.slow

@@ -163,17 +163,6 @@ def test_the_memory_is_searchable_and_writable_throughout_a_reembed(tmp_path):
 
 
 # --- %memory reembed --------------------------------------------------------------------------------------
-@pytest.fixture
-def shell(tmp_path):
-    from IPython.core.interactiveshell import InteractiveShell
-
-    sh = InteractiveShell.instance()
-    sh.run_line_magic("load_ext", "agentstack_lab")
-    yield sh
-    sh.run_line_magic("unload_ext", "agentstack_lab")
-    InteractiveShell.clear_instance()
-
-
 def test_memory_magic_keeps_working_on_a_mismatch_and_reembeds_in_the_background(shell, tmp_path, capsys):
     root = tmp_path / "w"
     with Workspace.open(root, announce=False) as ws:

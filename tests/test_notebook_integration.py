@@ -9,21 +9,11 @@ import sys
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
 
 import agentstack_lab
 from agentstack_lab.notebook.magics import _magics
 
 LINE = "--wait --auto-approve --no-subagents --max-depth 0 "
-
-
-@pytest.fixture
-def shell():
-    sh = InteractiveShell.instance()
-    sh.run_line_magic("load_ext", "agentstack_lab")
-    yield sh
-    sh.run_line_magic("unload_ext", "agentstack_lab")
-    InteractiveShell.clear_instance()
 
 
 def cell(sh, source):

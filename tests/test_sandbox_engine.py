@@ -44,6 +44,19 @@ def _model(code: str):
     return ScriptedProvider(fn)
 
 
+def _reject_every_card(run: AgentRun) -> list[UserQuery]:
+    """The approval cards the run shows, each rejected as it comes."""
+    cards: list[UserQuery] = []
+
+    def on_event(ev):
+        if isinstance(ev, UserQuery) and ev.kind == "approval":
+            cards.append(ev)
+            run.respond(ev.query_id, "reject")
+
+    run.subscribe(on_event)
+    return cards
+
+
 def _workspace(tmp_path, dry_run: bool) -> Workspace:
     return Workspace.open(tmp_path / "ws", config=Config.from_dict({"approval": {"dry_run": dry_run}}), announce=False)
 
@@ -52,14 +65,7 @@ async def test_config_dry_run_puts_the_report_on_the_approval_card_and_reject_ch
     ns = {"data": [1, 2, 3]}
     with _workspace(tmp_path, True) as ws:
         run = AgentRun("sum it", workspace=ws, provider=_model(CODE), executor=LiveKernelExecutor(namespace=ns))
-        cards: list[UserQuery] = []
-
-        def on_event(ev):
-            if isinstance(ev, UserQuery) and ev.kind == "approval":
-                cards.append(ev)
-                run.respond(ev.query_id, "reject")
-
-        run.subscribe(on_event)
+        cards = _reject_every_card(run)
         await run
         (card,) = cards
         dry = card.options["dryRun"]
@@ -132,14 +138,7 @@ async def test_dry_run_then_allow_asks_a_person_when_the_sandbox_refused_somethi
     with _policy_workspace(tmp_path) as ws:
         run = AgentRun("sum it", workspace=ws, provider=_model(CODE), executor=LiveKernelExecutor(namespace=ns),
                        options={"auto_approve": True})
-        cards: list[UserQuery] = []
-
-        def on_event(ev):
-            if isinstance(ev, UserQuery) and ev.kind == "approval":
-                cards.append(ev)
-                run.respond(ev.query_id, "reject")
-
-        run.subscribe(on_event)
+        cards = _reject_every_card(run)
         await run
         (card,) = cards                                                      # auto_approve did not answer it
         assert "dry run was not clean" in card.options["why"] and "open" in card.options["why"]
