@@ -85,6 +85,10 @@ def pytest_runtest_call(item):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
+    # the last test of a module (or of the run) also tears down module and session fixtures that slow
+    # tests set up (a PostgreSQL server, a kernel): their processes are not this test's
+    if nextitem is None or nextitem.module is not item.module:
+        return (yield)
     return (yield from _refusing_processes(item, "tear-down"))
 
 
