@@ -283,12 +283,19 @@ class RunCore:
                          waiting=waiting)
 
     def record_answer(self, node: AgentNode, kind: str, prompt: str, answer: Any, source: str, *,
-                      query_id: str | None = None, by: str | None = None) -> None:
-        """Keep a query's answer in the agent's metadata (the tree shows the Q&A trace from it)."""
+                      query_id: str | None = None, by: str | None = None, state: str = "answered",
+                      reason: str | None = None) -> None:
+        """Keep a query's answer in the agent's metadata (the tree shows the Q&A trace from it).
+
+        ``state="cancelled"`` (with ``reason``): the agent stopped while it waited; the trace lists the query as such.
+        """
         verdict = as_dict(answer).get("approved")
         shown: Any = {"approved": verdict} if kind == "approval" and isinstance(answer, dict) else answer
-        node.metadata.setdefault("answers", []).append({"kind": kind, "question": prompt, "answer": shown,
-                                                        "source": source, "queryId": query_id, "by": by})
+        entry: dict[str, Any] = {"kind": kind, "question": prompt, "answer": shown, "source": source,
+                                 "queryId": query_id, "by": by}
+        if state != "answered":
+            entry.update(state=state, reason=reason)
+        node.metadata.setdefault("answers", []).append(entry)
         self.emit_state(node)
 
     async def gate(self, parent: AgentNode, subtasks: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
