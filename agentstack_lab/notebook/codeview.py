@@ -33,6 +33,8 @@ _TOKEN_CSS = "".join(
     f"var(--jp-content-font-color1))" + (";font-style:italic" if var == "comment" else "") + "}"
     for cls, var in _TOKEN_VARS.items())
 CODEVIEW_CSS = _TOKEN_CSS + """
+/* a tool panel's HTML may shrink below its longest code line: its code boxes scroll sideways instead */
+.agentstack-tree .agentstack-tool .widget-html-content{min-width:0}
 .agentstack-tree .agentstack-diff{padding:4px 0}
 .agentstack-tree .agentstack-diff span{display:block;padding:0 8px}
 .agentstack-tree .agentstack-diff .agentstack-diff-add{
@@ -40,6 +42,7 @@ CODEVIEW_CSS = _TOKEN_CSS + """
 .agentstack-tree .agentstack-diff .agentstack-diff-del{
  background:color-mix(in srgb,var(--jp-error-color1) 16%,var(--jp-cell-editor-background))}
 .agentstack-tree .agentstack-diff .agentstack-diff-hunk{color:var(--jp-ui-font-color1)}
+.agentstack-tree .agentstack-diff-stat{color:var(--jp-ui-font-color1);font-size:85%}
 .agentstack-tree .agentstack-edited-badge{color:var(--jp-ui-font-color0);border:1px solid var(--jp-warn-color1);
  border-radius:8px;padding:0 6px;margin-left:6px;font-size:85%;font-weight:normal;white-space:nowrap}
 """

@@ -151,7 +151,7 @@ def tool_body(call: ToolCallState) -> str:
         original = call.input.get("code") if isinstance(call.input, dict) else None
         if edited and isinstance(original, str) and original != code:
             added, removed = diff_stats(original, code)
-            parts.append(f"<b>your edit</b> <span class=\"agentstack-quiet\">+{added} −{removed} lines against the "
+            parts.append(f"<b>your edit</b> <span class=\"agentstack-diff-stat\">+{added} −{removed} lines against the "
                          f"model's original</span>{diff_html(original, code)}")
             parts.append(f"<details><summary>the model's original</summary>{highlighted_box(original)}</details>")
     else:
