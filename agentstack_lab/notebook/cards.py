@@ -30,9 +30,9 @@ import ipywidgets as W
 
 from agentstack_lab.approval import always_rule
 from agentstack_lab.events import UserQuery
+from agentstack_lab.notebook.codeview import diff_html, highlighted_box
 from agentstack_lab.notebook.controls import AnswerBox
 from agentstack_lab.notebook.dryrun_view import dry_run_html
-from agentstack_lab.notebook.codeview import diff_html, highlighted_box
 from agentstack_lab.notebook.render import CODE_PREVIEW_LINES, code_box, markdown, where_code_runs
 from agentstack_lab.notebook.sanitize import escape
 
