@@ -104,3 +104,15 @@ async def test_stop_with_an_approval_pending_cancels_it_and_ends_the_call(ws):
     assert "Approval cancelled: stopped by the user" in _shown(view.qa.value)
     assert view.card is None and view.query.layout.display == "none"  # no card left to answer
     tree.detach()
+
+
+def test_highlighted_code_and_diffs_escape_hostile_code():
+    from agentstack_lab.notebook.codeview import diff_html, diff_stats, highlighted_box
+
+    hostile = "s = '</pre><script>alert(1)</script>'\n# <img src=x onerror=alert(2)>"
+    box = highlighted_box(hostile, clamped=True)
+    assert box.startswith('<pre class="agentstack-code-box clamped agentstack-hl">') and box.count("<pre") == 1
+    assert "<script" not in box and "<img" not in box and _shown(box) == hostile  # colour added, never text
+    diff = diff_html("x = 1", hostile)
+    assert "<script" not in diff and "<img" not in diff and diff.count("<pre") == 1
+    assert diff_html(hostile, hostile) == "" and diff_stats("a\nb", "a\nc\nd") == (2, 1)
