@@ -12,6 +12,8 @@ import asyncio
 import html
 import re
 
+import pytest
+
 from agentstack_lab.engine import AgentRun
 from agentstack_lab.engine.executors import LiveKernelExecutor
 from agentstack_lab.events import ToolResult, UserQuery
@@ -72,7 +74,8 @@ async def test_an_edit_is_a_marker_with_a_diff_not_a_line_of_output(ws):
     tree.detach()
 
 
-async def test_stop_with_an_approval_pending_cancels_it_and_ends_the_call(ws):
+@pytest.mark.parametrize("when", ["clicked", "in-subscriber"])
+async def test_stop_with_an_approval_pending_cancels_it_and_ends_the_call(ws, when):
     model = _model("x = 1")
     run = AgentRun("go", workspace=ws, provider=model, options={"subagents": False},
                    executor=LiveKernelExecutor(namespace={}))
@@ -81,11 +84,14 @@ async def test_stop_with_an_approval_pending_cancels_it_and_ends_the_call(ws):
     def on_event(ev):
         if isinstance(ev, UserQuery) and ev.kind == "approval":
             asked.append(ev)
-            asyncio.get_running_loop().call_soon(run.stop)  # "Stop all" (confirmed), clicked while the card waits
+            if when == "clicked":  # "Stop all" (confirmed), clicked while the card waits
+                asyncio.get_running_loop().call_soon(run.stop)
+            else:  # from inside the agent's own task, while it announces the approval: it must not hang
+                run.stop()
 
     run.subscribe(on_event)
     tree = AgentTree(run)
-    await run.wait(raise_on_error=False)
+    await asyncio.wait_for(run.wait(raise_on_error=False), 60)  # a failure, not a hang
     assert run.status == "stopped" and len(asked) == 1
     results = [e for e in run.events if isinstance(e, ToolResult)]
     assert len(results) == 1 and results[0].output == {"cancelled": True, "reason": "stopped by the user"}

@@ -490,8 +490,19 @@ class RunCore:
             if self.task is not None:
                 self.on_loop(self.task.cancel)
             return
-        self.on_loop(lambda: self.stop_subtree(node, reason, below=f"stopped because its parent {node.name} "
-                                                                     f"was stopped ({reason})"))
+        def act() -> None:
+            self.stop_subtree(node, reason, below=f"stopped because its parent {node.name} was stopped ({reason})")
+
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:  # no loop runs in this thread
+            current = None
+        if current is not None and self.loop is not None and any(n.task is current for n in self.subtree(node)):
+            # called from inside an agent it stops (a subscriber of that agent's events): the agent's task is
+            # cancelled once it yields, instead of being skipped as one that raises its own CancelledError
+            self.loop.call_soon(act)
+            return
+        self.on_loop(act)
 
     def stop_subtree(self, node: AgentNode, reason: str, *, below: str | None = None) -> None:
         """Stop ``node`` with ``reason`` and its subtree (with ``below`` when given, their own reason)."""
