@@ -18,12 +18,14 @@ __all__ = ["main", "run_quickstart", "cell_text"]
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "quickstart.ipynb"
 
 
-def cell_text(nb, tag: str) -> str:
-    """The text a plain-text front end shows for the cell tagged ``tag``."""
+def cell_text(nb, tag: str, *, streams: bool = True) -> str:
+    """The text a plain-text front end shows for the cell tagged ``tag`` (without its printed lines: ``streams=False``)."""
     cell = next(c for c in nb.cells if tag in c.get("metadata", {}).get("tags", []))
     parts = []
     for out in cell.get("outputs", []):
         if out.get("output_type") == "stream":
+            if not streams:
+                continue
             parts.append(out["text"])
         elif "data" in out:
             parts.append(out["data"].get("text/plain", ""))
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"Executed in {time.monotonic() - started:.1f} s; saved {output}\n")
     print("Final agent tree:\n")
-    print(cell_text(nb, "agent-tree"))
+    print(cell_text(nb, "agent-tree", streams=False))  # the tree, without the database notice printed above it
     status, _, answer = cell_text(nb, "result").partition("\n")
     print(f"\nStatus: {status}\nAnswer (first lines):")
     print("\n".join(answer.splitlines()[:8]))

@@ -26,7 +26,11 @@ def test_quickstart_runs_headless_with_final_widget_state(workdir):
     nb = run_quickstart(workdir / "quickstart.ipynb")  # what `make demo` runs
     saved = valid_notebook(workdir / "quickstart.executed.ipynb")  # what `make demo` writes validates
     assert cell_text(saved, "agent-tree") == cell_text(nb, "agent-tree")
-    assert cell_text(nb, "agent-tree").startswith("✓ researcher [completed] How are sales trending in `df`?")
+    assert cell_text(nb, "agent-tree", streams=False).startswith("✓ researcher [completed] How are sales trending in `df`?")
+    # the tree is drawn once in the whole notebook: by the `--wait` cell itself, nothing shows it again
+    drawn = [(c.metadata.get("tags"), o) for c in nb.cells if c.cell_type == "code" for o in c.outputs
+             if SNAPSHOT_MIME in o.get("data", {})]
+    assert [tags for tags, _o in drawn] == [["agent", "agent-tree"]], drawn
 
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     models = widget_models(state)
@@ -39,7 +43,7 @@ def test_quickstart_runs_headless_with_final_widget_state(workdir):
     assert all("offline" in n["content"] for n in nodes)  # streamed text was rendered
     assert "<script" not in str(state)
 
-    tree_out = _outputs(nb, "agent-tree")[0]
+    (tree_out,) = [o for o in _outputs(nb, "agent-tree") if "data" in o]
     # no front end drew the widget: the saved output is the final snapshot, which nbconvert exports as Markdown
     assert "application/vnd.jupyter.widget-view+json" not in tree_out["data"]
     assert tree_out["data"][SNAPSHOT_MIME]["final"] is True

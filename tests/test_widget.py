@@ -70,6 +70,13 @@ def _updates(sent):
     return [m for m in sent if m and m.get("method") == "update"]
 
 
+def _shown(html_text):
+    """What a browser shows of ``html_text``: its text, tags dropped and entities decoded."""
+    import html
+
+    return html.unescape(re.sub(r"<[^>]+>", "", html_text))
+
+
 def _card(view):
     (box,) = view.query.children
     return box.children
@@ -192,10 +199,10 @@ def test_answers_through_buttons_and_custom_messages(sent):
     tree.extend([state("root", "waiting_user"),
                  UserQuery(agent_id="root", query_id="q2", kind="approval", prompt="Run this?",
                            options={"code": "x = 1"})])
-    heading, viewer, _expand, editor, row, _dry, _always, _note = _card(view)
-    approve, reject, edit, _try, _always_button = row.children
+    heading, viewer, _expand, editor, _diff, row, _dry, _always, _note = _card(view)
+    approve, reject, edit, _reset, _cancel, _try, _always_button = row.children
     assert "<b>agent</b> wants to run 1 line of Python:" in heading.value and "Run this?" in heading.value
-    assert "<pre" in viewer.value and "x = 1" in viewer.value  # read-only code box, shown as is
+    assert "<pre" in viewer.value and _shown(viewer.value) == "x = 1"  # read-only code box, shown as is
     assert editor.value == "x = 1" and editor.layout.display == "none" and viewer.layout.display is None
     edit.click()
     assert editor.layout.display is None and viewer.layout.display == "none" and edit.disabled
@@ -276,7 +283,7 @@ def test_header_usage_elapsed_toggle_and_stop(sent):
     assert view.body.layout.display is None
     tree.apply(ToolResult(agent_id="root", tool="python", output={"stdout": "1\n", "text": "stdout:\n1", "error": None}))
     body = view.tool_panels()[0].children[0].children[0].value
-    assert "x = 1\nprint(x)" in body and "stdout:\n1" in body  # code shown as code, output as the model saw it
+    assert "x = 1\nprint(x)" in _shown(body) and "stdout:\n1" in body  # code shown as code, output as the model saw it
     assert view.tool_panels()[0].titles == ("python ✓",)
     tree.apply(state("child", "running", "root"))
     clock.t += 0.032
@@ -306,7 +313,7 @@ def test_reject_sends_false(sent):
         state("root", "waiting_user"),
         UserQuery(agent_id="root", query_id="q", kind="approval", prompt="Run?", options={"code": "rm()"}),
     ])
-    row = _card(tree.node_view("root"))[4]
+    row = _card(tree.node_view("root"))[5]
     row.children[1].click()
     assert answers == [("root", "q", False)]
 
@@ -346,9 +353,10 @@ def test_approval_names_the_agent_and_escapes_the_code(sent):
                   options={"code": "print('<b>hi</b>')"}),
     ])
     view = tree.node_view("root")
-    heading, viewer, expand, _editor, row, _dry, _always, _note = _card(view)
+    heading, viewer, expand, _editor, _diff, row, _dry, _always, _note = _card(view)
     assert heading.value == "<b>researcher</b> wants to run 1 line of Python:"  # the generic line adds nothing
-    assert "print(&#x27;&lt;b&gt;hi&lt;/b&gt;&#x27;)" in viewer.value and "agentstack-code-box" in viewer.value
+    assert "print('<b>hi</b>')" == _shown(viewer.value) and "agentstack-code-box" in viewer.value
+    assert "<b>hi" not in viewer.value  # highlighted, and escaped
     assert expand.layout.display == "none"  # short code: nothing more to show
     assert 'title="Best &lt;year&gt;?"' in view.title.value and "agentstack-quiet" in view.meta.value
     assert "agentstack-pill" in view.status.value and view.stop.layout.min_width == "5.5em"

@@ -174,8 +174,9 @@ class AskContext(EventSink, Protocol):
     open_queries: dict[str, tuple[UserQuery, asyncio.Future[Any] | None, Callable[[Any], Any] | None]]
 
     def record_answer(self, node: AgentNode, kind: str, prompt: str, answer: Any, source: str, *,
-                      query_id: str | None = None, by: str | None = None) -> None:
-        """Keep a query's answer in the agent's metadata."""
+                      query_id: str | None = None, by: str | None = None, state: str = "answered",
+                      reason: str | None = None) -> None:
+        """Keep a query's answer in the agent's metadata (``state="cancelled"`` and why: nobody may answer it now)."""
         ...
 
 

@@ -283,12 +283,19 @@ class RunCore:
                          waiting=waiting)
 
     def record_answer(self, node: AgentNode, kind: str, prompt: str, answer: Any, source: str, *,
-                      query_id: str | None = None, by: str | None = None) -> None:
-        """Keep a query's answer in the agent's metadata (the tree shows the Q&A trace from it)."""
+                      query_id: str | None = None, by: str | None = None, state: str = "answered",
+                      reason: str | None = None) -> None:
+        """Keep a query's answer in the agent's metadata (the tree shows the Q&A trace from it).
+
+        ``state="cancelled"`` (with ``reason``): the agent stopped while it waited; the trace lists the query as such.
+        """
         verdict = as_dict(answer).get("approved")
         shown: Any = {"approved": verdict} if kind == "approval" and isinstance(answer, dict) else answer
-        node.metadata.setdefault("answers", []).append({"kind": kind, "question": prompt, "answer": shown,
-                                                        "source": source, "queryId": query_id, "by": by})
+        entry: dict[str, Any] = {"kind": kind, "question": prompt, "answer": shown, "source": source,
+                                 "queryId": query_id, "by": by}
+        if state != "answered":
+            entry.update(state=state, reason=reason)
+        node.metadata.setdefault("answers", []).append(entry)
         self.emit_state(node)
 
     async def gate(self, parent: AgentNode, subtasks: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
@@ -483,8 +490,19 @@ class RunCore:
             if self.task is not None:
                 self.on_loop(self.task.cancel)
             return
-        self.on_loop(lambda: self.stop_subtree(node, reason, below=f"stopped because its parent {node.name} "
-                                                                     f"was stopped ({reason})"))
+        def act() -> None:
+            self.stop_subtree(node, reason, below=f"stopped because its parent {node.name} was stopped ({reason})")
+
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:  # no loop runs in this thread
+            current = None
+        if current is not None and self.loop is not None and any(n.task is current for n in self.subtree(node)):
+            # called from inside an agent it stops (a subscriber of that agent's events): the agent's task is
+            # cancelled once it yields, instead of being skipped as one that raises its own CancelledError
+            self.loop.call_soon(act)
+            return
+        self.on_loop(act)
 
     def stop_subtree(self, node: AgentNode, reason: str, *, below: str | None = None) -> None:
         """Stop ``node`` with ``reason`` and its subtree (with ``below`` when given, their own reason)."""

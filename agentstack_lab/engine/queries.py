@@ -106,8 +106,10 @@ async def ask(run: AskContext, node: AgentNode, kind: str, prompt: str, options:
     except TimeoutError:
         return _unanswered(run, node, kind, None, optional)
     except BaseException:
-        if store is not None:  # stopped while waiting: nobody may answer this any more
-            store.cancel(query_id, node.stop_reason or "the agent stopped waiting")
+        # stopped while waiting: nobody may answer this any more, and the agent's Q&A lists it as cancelled
+        reason = node.stop_reason or "the agent stopped waiting"
+        if store is None or store.cancel(query_id, reason):
+            run.record_answer(node, kind, prompt, None, "stop", query_id=query_id, state="cancelled", reason=reason)
         raise
     finally:
         run.open_queries.pop(query_id, None)

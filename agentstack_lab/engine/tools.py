@@ -10,13 +10,15 @@ code and saves "Always allow code like this" as a rule (:mod:`agentstack_lab.app
 call like it is decided by that rule, with no card.
 
 Every tool call gets exactly one ``tool-result``, also when it fails closed (a headless run with
-no approval: the result carries the error, then the run fails). Everything a tool returns is
+no approval: the result carries the error, then the run fails) and when the agent is stopped while the
+call waits or runs (``output: {"cancelled": true, "reason": ...}``). Everything a tool returns is
 redacted before it is cut for the model (:mod:`~agentstack_lab.redaction`). Tools see their
 run only through :class:`~agentstack_lab.engine.context.AgentContext`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,7 @@ _STORE: ToolName = "memory_store"
 MODEL_LIMIT = 8000  # characters of a python tool result the model sees (head + tail)
 SNIPPET = 300  # characters of each memory hit in the model's text
 _APPROVAL_PROMPT = "Run this Python code?"
+EDITED_NOTE = "(The user edited the code before it ran.)"  # told to the model, never shown as the code's output
 
 _PYTHON_DOC = ("Run Python code. {where} The value of the last expression is returned with stdout, stderr "
                "and any error.{fork}")
@@ -110,6 +113,11 @@ async def dispatch(ctx: AgentContext, node: AgentNode, call: ToolUseEvent) -> To
             output, error = None, f"unknown tool {call.name!r}"
     except HeadlessQueryError as exc:  # fails the run closed; the call still gets its result first
         closed, output, error = exc, None, f"{type(exc).__name__}: {exc}"
+    except asyncio.CancelledError:  # stopped while it waited for approval or ran: the call ends cancelled
+        reason = node.stop_reason or "the agent was stopped"
+        ctx.emit(ToolResult(agent_id=node.id, tool=call.name, output={"cancelled": True, "reason": redact(reason, hidden)},
+                            error=redact(f"cancelled: {reason}", hidden)))
+        raise
     except (ValueError, KeyError, TypeError, RuntimeError, PermissionError) as exc:
         output, error = None, f"{type(exc).__name__}: {exc}"
     output, error = redact(output, hidden), redact(error, hidden)
@@ -119,6 +127,8 @@ async def dispatch(ctx: AgentContext, node: AgentNode, call: ToolUseEvent) -> To
     shown = as_dict(output)
     text: str | None = error if output is None else (str(shown["text"]) if isinstance(output, dict) and "text" in shown
                                                      else json.dumps(output, default=str))
+    if isinstance(output, dict) and shown.get("edited") is True:
+        text = EDITED_NOTE + "\n" + (text or "")
     if error and output is not None:
         text = f"{text}\n{error}" if error not in text else text
     text = text or "(no output)"
@@ -186,9 +196,9 @@ async def _python(ctx: AgentContext, node: AgentNode, call: ToolUseEvent,
         ctx.monitor.files(node, result.files)
     await ctx.record_changes(node, call.id, result.changes)
     out = redact(result.to_dict(), hidden)
-    prefix = "(The user edited the code before it ran.)\n" if edited else ""
-    out["text"] = prefix + result.to_text(MODEL_LIMIT, hidden)  # redacted, then cut: no half key survives
-    if edited:
+    out["text"] = result.to_text(MODEL_LIMIT, hidden)  # redacted, then cut: no half key survives
+    if edited:  # a marker on the call (the views show a badge and a diff); the model is told in words
+        out["edited"] = True
         out["code"] = redact(code, hidden)
     return out, redact(result.error, hidden)
 

@@ -6,8 +6,10 @@ by the tree when the query is no longer pending (answered here, or from another 
 
 Questions: an answer box (:class:`~.controls.AnswerBox`: Enter sends, Shift+Enter adds a line) plus
 Send and the offered choices; an empty answer is refused in the card. Approvals say how many lines will run and
-where (your live kernel, which can change your variables, or an isolated subprocess); code longer
-than 12 lines shows its first 12 and a "Show all N lines" control; long lines scroll sideways. Names
+where (your live kernel, which can change your variables, or an isolated subprocess); the code is
+highlighted (:mod:`.codeview`); code longer than 12 lines shows its first 12 and a "Show all N lines"
+control; long lines scroll sideways. Edit makes it an editor with Reset (the model's code back) and
+Cancel (the edits discarded, read-only again), and shows the edit's diff against the model's code. Names
 too big to snapshot for undo (``notSnapshotted``, see ``engine/provenance.py``) are listed above the code.
 
 "Try it first" (when the card has a ``try_first`` callable: the run's ``try_first`` for this approval) runs
@@ -28,6 +30,7 @@ import ipywidgets as W
 
 from agentstack_lab.approval import always_rule
 from agentstack_lab.events import UserQuery
+from agentstack_lab.notebook.codeview import diff_html, highlighted_box
 from agentstack_lab.notebook.controls import AnswerBox
 from agentstack_lab.notebook.dryrun_view import dry_run_html
 from agentstack_lab.notebook.render import CODE_PREVIEW_LINES, code_box, markdown, where_code_runs
@@ -69,6 +72,7 @@ class QueryCard:
                  tool: str = "python", executor: str | None = None,
                  try_first: Callable[[], Awaitable[Any]] | None = None):
         self.query = query
+        self.tool = tool
         self._respond = respond
         self._try_first = try_first
         self.trying: asyncio.Task[Any] | None = None
@@ -90,7 +94,7 @@ class QueryCard:
         long = lines > CODE_PREVIEW_LINES
         self.heading = W.HTML(approval_heading(agent_type, tool, code, q.prompt, executor)
                               + undo_note(q.options.get("notSnapshotted")))
-        self.viewer = W.HTML(code_box(code, clamped=long), layout=W.Layout(width="auto", margin="2px 0"))
+        self.viewer = W.HTML(self._box(code, clamped=long), layout=W.Layout(width="auto", margin="2px 0"))
         self.viewer.add_class("agentstack-code-view")
         self.expand = W.Button(description=f"Show all {lines} lines", tooltip="show the whole code",
                                layout=W.Layout(width="auto", display=None if long else "none"))
@@ -102,11 +106,23 @@ class QueryCard:
         self.approve = W.Button(description="Approve", button_style="primary")
         self.reject = W.Button(description="Reject")
         self.edit = W.Button(description="Edit", tooltip="edit the code, then Approve runs your version")
-        for b, cls in ((self.approve, "approve"), (self.reject, "reject"), (self.edit, "edit")):
+        # while editing: Reset (back to the model's code) and Cancel (discard the edits, read-only again),
+        # and the edit's diff against the model's code
+        self.reset = W.Button(description="Reset", tooltip="put the model's code back in the editor",
+                              layout=W.Layout(width="auto", display="none"))
+        self.cancel_edit = W.Button(description="Cancel", tooltip="discard your edits: Approve runs the model's code",
+                                    layout=W.Layout(width="auto", display="none"))
+        self.diff = W.HTML(layout=W.Layout(width="auto", display="none"))
+        self.diff.add_class("agentstack-edit-diff")
+        for b, cls in ((self.approve, "approve"), (self.reject, "reject"), (self.edit, "edit"),
+                       (self.reset, "edit-reset"), (self.cancel_edit, "edit-cancel")):
             b.add_class(f"agentstack-{cls}")
         self.approve.on_click(self._on_approve)
         self.reject.on_click(lambda _b: self._respond(False))
         self.edit.on_click(self._on_edit)
+        self.reset.on_click(lambda _b: setattr(self.editor, "value", self.code))
+        self.cancel_edit.on_click(self._on_cancel_edit)
+        self.editor.observe(self._on_edited, names="value")
         # "Try it first": a dry run in a sandboxed fork, its report shown here before anything runs for real
         self.dry = W.HTML(layout=W.Layout(width="auto", display="none"))
         self.dry.add_class("agentstack-dry")
@@ -139,8 +155,14 @@ class QueryCard:
         self.always_box = W.VBox([self.always_text, self.scope, W.HBox([self.always_confirm, self.always_cancel])],
                                  layout=W.Layout(width="auto", display="none"))
         self.always_box.add_class("agentstack-always-box")
-        return [self.heading, self.viewer, self.expand, self.editor,
-                W.HBox([self.approve, self.reject, self.edit, self.try_button, self.always]), self.dry, self.always_box]
+        return [self.heading, self.viewer, self.expand, self.editor, self.diff,
+                W.HBox([self.approve, self.reject, self.edit, self.reset, self.cancel_edit, self.try_button, self.always],
+                       layout=W.Layout(flex_flow="row wrap")),
+                self.dry, self.always_box]
+
+    def _box(self, code: str, *, clamped: bool) -> str:
+        """The read-only code: Python highlighted (:mod:`.codeview`), another tool's code plain."""
+        return highlighted_box(code, clamped=clamped) if self.tool == "python" else code_box(code, clamped=clamped)
 
     @staticmethod
     def _show(widget: W.DOMWidget, shown: bool) -> None:
@@ -187,7 +209,7 @@ class QueryCard:
 
     def _on_expand(self, _b: W.Button) -> None:
         clamped = "clamped" in self.viewer.value[:60]
-        self.viewer.value = code_box(self.code, clamped=not clamped)
+        self.viewer.value = self._box(self.code, clamped=not clamped)
         lines = len(self.code.splitlines())
         self.expand.description = "Show less" if clamped else f"Show all {lines} lines"
 
@@ -203,6 +225,27 @@ class QueryCard:
         self.expand.layout.display = "none"
         self.editor.layout.display = None
         self.edit.disabled = True
+        for b in (self.reset, self.cancel_edit):
+            self._show(b, True)
+        self._on_edited()
+
+    def _on_cancel_edit(self, _b: W.Button) -> None:
+        """Discard the edits: the read-only code as asked, and Approve runs it."""
+        self.editor.value = self.code
+        self.editor.layout.display = "none"
+        self.viewer.layout.display = None
+        long = len(self.code.splitlines()) > CODE_PREVIEW_LINES
+        self.expand.layout.display = None if long else "none"
+        self.edit.disabled = False
+        for b in (self.reset, self.cancel_edit, self.diff):
+            self._show(b, False)
+
+    def _on_edited(self, _change: Any = None) -> None:
+        """While editing: the diff of the edit against the model's code (hidden while they are equal)."""
+        edited = self.editor.value != self.code
+        self.diff.value = (f"<b>your edit</b>{diff_html(self.code, self.editor.value, context=1)}" if edited else "")
+        self._show(self.diff, edited)
+        self.reset.disabled = not edited
 
     # -- questions ------------------------------------------------------------------------------
     def _question(self) -> list[W.Widget]:

@@ -6,8 +6,9 @@ Loading the extension imports nothing heavy; the engine, pandas and ipywidgets a
 first used.
 
 ``%agent`` without ``--wait`` starts the run as a task on the kernel's running asyncio loop and
-returns the :class:`AgentRun` at once (its display is the live widget). ``%agent --wait`` is
-rewritten by an input transformer into ``await ...`` on that same loop, so the cell blocks, the
+returns the :class:`AgentRun` at once, its live widget shown in the cell (also when the run is
+assigned, ``run = %agent ...``). ``%agent --wait`` is rewritten by an input transformer into
+``await ...`` on that same loop, so the cell blocks, the
 kernel's loop keeps running (ipykernel ≥ 7.4 still dispatches comm messages during an awaiting
 cell) and the value of the cell is the finished run. With no running loop (terminal IPython,
 plain scripts) the run is driven to completion on a private loop.
@@ -296,7 +297,21 @@ def start_agent(shell: Any, args: AgentArgs, *, workspace: Workspace | None = No
 
         return asyncio.run(_finish(run))
     _claim_cell(shell, run)
-    return run.start()
+    run.start()
+    _show_background(shell, run)
+    return run
+
+
+def _show_background(shell: Any, run: Any) -> None:
+    """A background run shows its live tree now, whether or not its value is the cell's result.
+
+    ``run = %agent ...`` (or a run started inside a loop or a function) leaves the cell without a
+    result, so the display hook alone would draw nothing, and its approval card would be hidden
+    while the run waits. The hook skips a run this cell already shows, so ``%agent ...`` draws it once.
+    """
+    tree = _show_live(shell, run)
+    if tree is not None:
+        _update_at_end(run, tree)
 
 
 def agent_awaitable(shell: Any, line: str, cell: str | None = None) -> Any:
@@ -313,13 +328,17 @@ def agent_awaitable(shell: Any, line: str, cell: str | None = None) -> Any:
     return _finish(run)
 
 
-def _show_live(shell: Any, run: Any) -> None:
-    """``--wait``: show the live tree now, while the cell blocks (the finished run then shows nothing more)."""
+def _show_live(shell: Any, run: Any) -> Any:
+    """Show the live tree now (``--wait``: while the cell blocks; the finished run then shows nothing more).
+
+    Returns the tree, or ``None`` where nothing can display it.
+    """
     if shell is None or getattr(shell, "display_formatter", None) is None:
-        return
+        return None
     tree = agent_tree(run, shell)
     _display_tree(tree)
     tree.shown_in = _cell_request(shell)[2]
+    return tree
 
 
 def _display_tree(tree: Any) -> None:

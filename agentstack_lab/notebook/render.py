@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentstack_lab.engine.tools import EDITED_NOTE
 from agentstack_lab.events import STATUS_LABELS
+from agentstack_lab.notebook.codeview import diff_html, diff_stats, highlighted_box
 from agentstack_lab.notebook.sanitize import escape, markdown_to_html
 from agentstack_lab.notebook.tree import NodeState, ToolCallState, excerpt
 
@@ -113,6 +115,8 @@ def tool_title(call: ToolCallState, by: str | None = None) -> str:
     decision = call.decision
     if decision == "rejected":
         return f"{call.tool} · rejected {by or 'by you'}"
+    if call.cancelled:
+        return f"{call.tool} ■ · cancelled"
     touched = touched_names(call.output)
     if decision == "edited":
         return f"{call.tool} {mark} · edited {by or 'by you'}" + touched
@@ -137,21 +141,33 @@ def tool_body(call: ToolCallState) -> str:
     """The code that actually ran (the edited version after Edit), then its stdout and traceback."""
     code = call.ran_code
     parts = []
+    edited = call.decision == "edited"
     if code is not None:
-        label = "code that ran (edited)" if call.decision == "edited" else "code"
-        parts.append(f"<b>{label}</b>{code_box(code)}")
+        # -- the code (highlighted), and an edit's badge and diff against the model's original (notebook/codeview.py)
+        label = "code that ran (edited)" if edited else "code"
+        badge = '<span class="agentstack-edited-badge">edited</span>' if edited else ""
+        shown = highlighted_box(code) if call.tool == "python" else code_box(code)
+        parts.append(f"<b>{label}</b>{badge}{shown}")
         original = call.input.get("code") if isinstance(call.input, dict) else None
-        if call.decision == "edited" and isinstance(original, str) and original != code:
-            parts.append(f"<details><summary>the model's original</summary>{code_box(original)}</details>")
+        if edited and isinstance(original, str) and original != code:
+            added, removed = diff_stats(original, code)
+            parts.append(f"<b>your edit</b> <span class=\"agentstack-diff-stat\">+{added} −{removed} lines against the "
+                         f"model's original</span>{diff_html(original, code)}")
+            parts.append(f"<details><summary>the model's original</summary>{highlighted_box(original)}</details>")
     else:
         parts.append(f"<b>input</b>{code_box(_clip(_plain(call.input)))}")
     if not call.done:
         parts.append("<i>running…</i>")
     elif call.decision == "rejected":
         parts.append("<i>not run: rejected</i>")
+    elif call.cancelled:
+        why = call.output.get("reason") if isinstance(call.output, dict) else None
+        parts.append(f"<i>cancelled{': ' + escape(str(why)) if why else ''}</i>")
     else:
         out = call.output
         text = out.get("text") if isinstance(out, dict) and isinstance(out.get("text"), str) else None
+        if text is not None and edited and text.startswith(EDITED_NOTE + "\n"):  # a log written before the marker
+            text = text[len(EDITED_NOTE) + 1:]
         if text is None and out is not None:
             if isinstance(out, dict):
                 out = {k: v for k, v in out.items()
@@ -181,6 +197,15 @@ def qa_html(node: NodeState) -> str:
     for a in node.answers:
         kind, question, answer = a.get("kind"), str(a.get("question") or ""), a.get("answer")
         by = source_label(a.get("source"))
+        if a.get("state") == "cancelled":  # the agent stopped while it waited: nobody answered
+            if kind == "approval":
+                approvals += 1
+            why = str(a.get("reason") or "the agent stopped")
+            items.append(f'<details class="agentstack-qa-item agentstack-qa-cancelled"><summary>'
+                         f"{escape(str(kind).capitalize())} cancelled: {escape(excerpt(why, 80))}</summary>"
+                         f"<div><b>Q:</b> {escape(question)}</div><div><b>A:</b> none, cancelled ({escape(why)})</div>"
+                         "</details>")
+            continue
         if kind == "approval":
             call = calls[approvals] if approvals < len(calls) else None
             approvals += 1

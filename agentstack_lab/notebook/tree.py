@@ -91,13 +91,20 @@ class ToolCallState:
         return None
 
     @property
+    def cancelled(self) -> bool:
+        """The agent was stopped while this call waited for approval or ran (``output.cancelled``)."""
+        return self.done and isinstance(self.output, dict) and self.output.get("cancelled") is True
+
+    @property
     def decision(self) -> str | None:
-        """``approved`` / ``edited`` / ``rejected`` for a code call that needed approval (once it returned)."""
+        """``approved`` / ``edited`` / ``rejected`` / ``cancelled`` for a code call that needed approval (once it returned)."""
         if not self.done or self.tool != "python":
             return None
+        if self.cancelled:
+            return "cancelled"
         if self.error == "rejected by the user":
             return "rejected"
-        if isinstance(self.output, dict) and "code" in self.output:
+        if isinstance(self.output, dict) and (self.output.get("edited") is True or "code" in self.output):
             return "edited"
         return "approved"
 
@@ -161,7 +168,7 @@ def _answered_from(answer: dict[str, Any]) -> str | None:
     from agentstack_lab.decisions import surface_label
 
     source = answer.get("source")
-    if source in (None, "widget", "user"):
+    if source in (None, "widget", "user") or answer.get("state") == "cancelled":
         return None
     by = f" (by {answer['by']})" if answer.get("by") else ""
     return f"{answer.get('kind', 'question')} answered from {surface_label(source)}{by}"

@@ -44,6 +44,7 @@ import ipywidgets as W
 
 from agentstack_lab.engine.state import token_text
 from agentstack_lab.notebook.cards import QueryCard
+from agentstack_lab.notebook.codeview import CODEVIEW_CSS
 from agentstack_lab.notebook.controls import CSS as CONTROLS_CSS
 from agentstack_lab.notebook.controls import ActionBar, Presence, answer_bars
 from agentstack_lab.notebook.render import (
@@ -366,7 +367,7 @@ class AgentTree(W.VBox):
 
     def __init__(self, run: Any = None, *, responder: Responder | None = None, stopper: Stopper | None = None,
                  interval: float = DEFAULT_INTERVAL, clock: Callable[[], float] = time.monotonic, **kwargs: Any):
-        self.style = W.HTML(THEME_CSS.replace("</style>", CONTROLS_CSS + "</style>"),
+        self.style = W.HTML(THEME_CSS.replace("</style>", CONTROLS_CSS + CODEVIEW_CSS + "</style>"),
                             layout=W.Layout(height="0", overflow="hidden", margin="0"))
         self.presence = Presence(on_event=self._on_presence)
         self.views = 0  # front-end views showing this tree now (as the Presence child reports them)
