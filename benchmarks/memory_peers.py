@@ -70,7 +70,7 @@ def _step(what: str) -> None:
 
 
 def _quiet_lance() -> None:
-    os.environ.setdefault("LANCE_LOG", "error")   # its Rust log warns on every search that projects no score
+    os.environ.setdefault("LANCEDB_LOG", "error")   # its Rust log warns on every search that projects no score
 
 
 def lancedb_peer(folder: Path, mat: np.ndarray, ids: np.ndarray, texts: Sequence[str], qvecs: np.ndarray,
@@ -189,12 +189,12 @@ def chroma_peer(folder: Path, mat: np.ndarray, ids: np.ndarray, texts: Sequence[
 
 
 _CHILD = """
-import json, os, resource, sys, time
+import json, os, sys, time
 kind, folder, setting = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 q = json.loads(sys.stdin.read())
 t = time.perf_counter()
 if kind == "lancedb":
-    os.environ.setdefault("LANCE_LOG", "error")
+    os.environ.setdefault("LANCEDB_LOG", "error")
     import lancedb
 else:
     import chromadb
@@ -211,12 +211,15 @@ opened = time.perf_counter()
 hits = search()
 done = time.perf_counter()
 print(json.dumps({"import_s": imported - t, "open_s": opened - imported, "first_s": done - opened,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "rss_mb": int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM:"))) / 1024}))
 """
 
 
 def fresh_process(kind: str, folder: Path, qvec: np.ndarray, qtext: str) -> dict:
-    """A new interpreter imports the peer, opens the store it finds in ``folder`` and runs one search."""
+    """A new interpreter imports the peer, opens the store it finds in ``folder`` and runs one search.
+
+    Its peak RSS is ``VmHWM`` (this process's own pages): ``ru_maxrss`` would carry the parent's peak over the fork.
+    """
     setting = list(LANCE_SEARCH[1]) if kind == "lancedb" else []
     proc = subprocess.run([sys.executable, "-c", _CHILD, kind, str(folder), json.dumps(setting)],
                           input=json.dumps({"vector": qvec.tolist(), "text": qtext}), capture_output=True,
