@@ -16,6 +16,7 @@ this CPU, so each corpus is embedded once, before ``store_many``, timed as the e
 lists and grammar templates (a corpus a sentence model can read; recall is measured either way).
 
     .venv/bin/python benchmarks/bench_memory.py --sizes 100000,1000000
+    .venv/bin/python benchmarks/bench_memory.py --sizes 100000 --peers lancedb,chroma   # + LanceDB, Chroma: memory_peers.py
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_memory.py --embedder local --corpus english --sizes 100000
 """
 

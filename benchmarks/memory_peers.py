@@ -73,12 +73,40 @@ def _quiet_lance() -> None:
     os.environ.setdefault("LANCEDB_LOG", "error")   # its Rust log warns on every search that projects no score
 
 
+_LANCE_BUILD = """
+import os, sys, time
+os.environ.setdefault("LANCEDB_LOG", "error")
+import lancedb
+from lancedb.index import IvfPq
+table = lancedb.connect(sys.argv[1]).open_table("notes")
+t = time.perf_counter()
+table.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=int(sys.argv[2]),
+                                          num_sub_vectors=int(sys.argv[3])))
+print(time.perf_counter() - t)
+"""
+
+
+def _lance_ivf_pq(folder: Path, parts: int, budget: float) -> tuple[float | None, str | None]:
+    """Build the IVF-PQ index in a child process, stopped after ``budget`` s: (build s, None) or (None, reason).
+
+    LanceDB trains and writes the index in one call that cannot be interrupted; a child can be.
+    """
+    try:
+        proc = subprocess.run([sys.executable, "-c", _LANCE_BUILD, str(folder / "lance"), str(parts),
+                               str(LANCE_SUB_VECTORS)], capture_output=True, text=True, timeout=budget, check=False)
+    except subprocess.TimeoutExpired:
+        return None, f"not built: the IVF-PQ build ran past the budget ({budget / 60:.0f} min)"
+    if proc.returncode != 0:
+        raise RuntimeError(f"LanceDB IVF-PQ build failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return float(proc.stdout.strip().splitlines()[-1]), None
+
+
 def lancedb_peer(folder: Path, mat: np.ndarray, ids: np.ndarray, texts: Sequence[str], qvecs: np.ndarray,
-                 qtexts: Sequence[str], truth: list[list[int]]) -> dict:
+                 qtexts: Sequence[str], truth: list[list[int]], budget: float) -> dict:
     _quiet_lance()
     import lancedb
     import pyarrow as pa
-    from lancedb.index import FTS, IvfPq
+    from lancedb.index import FTS
 
     n, dims = mat.shape
     out: dict = {"name": "LanceDB", "searches": []}
@@ -91,15 +119,16 @@ def lancedb_peer(folder: Path, mat: np.ndarray, ids: np.ndarray, texts: Sequence
     out["load_s"] = time.perf_counter() - t
     del data
     parts = lance_partitions(n)
-    _step(f"LanceDB IVF-PQ build ({parts} partitions, {LANCE_SUB_VECTORS} sub-vectors)")
-    t = time.perf_counter()
-    table.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=parts,
-                                              num_sub_vectors=LANCE_SUB_VECTORS))
-    out["index_s"] = time.perf_counter() - t
+    _step(f"LanceDB IVF-PQ build ({parts} partitions, {LANCE_SUB_VECTORS} sub-vectors; budget {budget / 60:.0f} min)")
+    out["index_s"], not_built = _lance_ivf_pq(folder, parts, budget)
+    out["settings"] = f"IVF-PQ {parts} partitions, {LANCE_SUB_VECTORS}x8-bit sub-vectors, cosine"
+    if not_built:
+        out["not_built"] = not_built
+        return out
+    table = db.open_table("notes")   # with the index the child committed
     t = time.perf_counter()
     table.create_index("text", config=FTS())
     out["fts_index_s"] = time.perf_counter() - t
-    out["settings"] = f"IVF-PQ {parts} partitions, {LANCE_SUB_VECTORS}x8-bit sub-vectors, cosine"
 
     def search(nprobes: int, refine: int | None) -> Callable[[int], list[int]]:
         def one(i: int) -> list[int]:
@@ -240,7 +269,7 @@ def run_peers(names: Sequence[str], folder: Path, mat: np.ndarray, ids: np.ndarr
     for name in names:
         try:
             if name == "lancedb":
-                out.append(lancedb_peer(folder, mat, ids, texts, qvecs, qtexts, truth))
+                out.append(lancedb_peer(folder, mat, ids, texts, qvecs, qtexts, truth, budget))
             else:
                 out.append(chroma_peer(folder, mat, ids, texts, qvecs, truth, budget))
         except ImportError as exc:
