@@ -646,9 +646,11 @@ class RunCore:
         root = AgentNode(id=self.root_id, type=self.agent_type, prompt=self.prompt, parent_id=at and at.parent_id,
                          depth=at.depth if at else 0, identity_id=self.identity.agent_id if self.identity else None,
                          metadata={"provider": getattr(self.provider, "name", "?"),
-                                   "model": self.model or getattr(self.provider, "model", None),
                                    "executor": self.executor.name, "sessionId": self.session_id,
                                    "origin": self.origin})
+        model = self.model or getattr(self.provider, "model", None)
+        if isinstance(model, str) and model:  # what its calls are priced by (providers/prices.py)
+            root.metadata["model"] = model
         if at is None:  # the effective options, in the agents row: another process (REST) reads them there
             root.row_only["options"] = self.options.to_dict()
         if self.identity is not None:

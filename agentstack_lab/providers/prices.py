@@ -164,9 +164,10 @@ def _or(value: float | None, default: float) -> float:
 
 
 def _from_config(price: Any) -> Price:
-    get = price.get if isinstance(price, Mapping) else lambda k: getattr(price, k, None)
-    return Price(input=float(get("input")), output=float(get("output")), cache_read=get("cache_read"),
-                 cache_write=get("cache_write"), date=get("date") or "config")
+    """A :class:`~agentstack_lab.config.PriceConfig` (or a dict of its keys) as a :class:`Price`."""
+    data: dict[str, Any] = dict(price) if isinstance(price, Mapping) else vars(price)
+    return Price(input=float(data["input"]), output=float(data["output"]), cache_read=data.get("cache_read"),
+                 cache_write=data.get("cache_write"), date=data.get("date") or "config")
 
 
 def run_model(root: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -185,8 +186,8 @@ def price_tree(tree: Any, table: PriceTable, provider: str | None = None, model:
     from its ``ownUsage`` (a leaf without one: from its ``usage``).
     """
     def walk(node: dict[str, Any], provider: str | None, model: str | None) -> Cost:
-        own_provider, own_model = run_model(node)
-        provider, model = own_provider or provider, own_model or model
+        if run_model(node)[0]:  # a run's root (or a coordinated subtask's) names its own
+            provider, model = run_model(node)
         total = NO_COST
         for child in node.get("children") or []:
             total = total + walk(child, provider, model)
