@@ -221,3 +221,39 @@ def test_agent_list_shows_cost_unknown_then_priced_by_the_config(tmp_path, monke
     assert "cost (whole run)" in shown.stdout and runs[0]["runCost"]["text"] in shown.stdout
     tree = runner.invoke(app, ["agent", "tree", runs[0]["runId"]])
     assert f"cost {runs[0]['runCost']['text']}" in tree.stdout
+
+
+@pytest.mark.slow
+def test_a_headless_notebook_and_its_nbconvert_exports_show_the_cost(tmp_path, monkeypatch):
+    """nbclient runs ``%agent --wait`` in a folder whose config prices the scripted model; the saved output's
+    snapshot, and ``jupyter nbconvert --to markdown`` / ``--to html`` of it, carry the run's cost."""
+    import re
+
+    import nbformat
+
+    from agentstack_lab.engine.activity import run_costs
+    from agentstack_lab.store.connection import SQLiteDatabase
+    from tests.notebook_helpers import run_cells
+    from tests.test_notebook_export import _export
+
+    price = {"input": 3, "output": 15}
+    (tmp_path / "agentstack.config.json").write_text(json.dumps({"prices": {"scripted": {"*": price}}}))
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)  # a kernel no Jupyter Server session started
+    nb = run_cells({"load": "%load_ext agentstack_lab",
+                    "run": "run = %agent --wait --auto-approve --provider scripted How are sales trending?\nrun"},
+                   tmp_path, timeout=180, allow_errors=False, store_widget_state=True)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "executed.ipynb")
+    db = SQLiteDatabase(tmp_path / ".agentstack" / "agentstack.db")
+    try:
+        (run_id,) = [r[0] for r in db.query("SELECT id FROM agents WHERE parent_id IS NULL")]
+        cost = run_costs(db, [run_id], PriceTable({"scripted": {"*": price}}))[run_id].text
+    finally:
+        db.close()
+    assert cost.startswith("~$"), cost
+    out = next(o for o in nb.cells[1].outputs if SNAPSHOT_MIME in o.get("data", {}))
+    assert out["data"][SNAPSHOT_MIME]["roots"][0]["cost"]["text"] == cost
+    md = _export(tmp_path / "executed.ipynb", "markdown")
+    assert f"cost {cost}" in md.splitlines()[md.splitlines().index("```text") + 1]  # on the root's line
+    page = _export(tmp_path / "executed.ipynb", "html")
+    assert f"cost {cost}" in re.sub(r"<[^>]+>", "", page)
