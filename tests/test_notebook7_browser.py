@@ -168,7 +168,7 @@ def test_quickstart_runs_in_notebook7_with_trees_answers_and_cost(server, browse
     # the cell shows the run's cost beside its tokens, priced by the config (estimated tokens: "~$")
     cost = _run_cost(root)
     assert cost.startswith("~$"), cost
-    expect(tree.locator(".agentstack-cost").first).to_have_text(f"cost {cost}")
+    expect(tree.locator(".agentstack-meta").first).to_contain_text(f"tokens (estimated, subtree) · cost {cost} · ")
     assert not [e for e in errors if not _notebook_core_only(e)], errors
     page.close()
 

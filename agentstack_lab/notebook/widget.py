@@ -268,7 +268,7 @@ class NodeView:
             parts.append(token_text(usage, "subtree" if node.children else "this agent"))
             cost = state.subtree_cost(node.id).text if node.id in state.nodes else ""
             if cost:  # priced from the workspace's table (providers/prices.py)
-                parts.append(f'<span class="agentstack-cost">cost {escape(cost)}</span>')
+                parts.append(f"cost {escape(cost)}")
         elapsed = node.elapsed(now)
         if elapsed is not None:
             parts.append(format_elapsed(elapsed))
