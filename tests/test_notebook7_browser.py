@@ -62,7 +62,7 @@ def server(tmp_path_factory):
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, HOME=str(tmp_path / "home"), JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1",
-               JUPYTER_PATH=str(tmp_path / "jupyter-data"))
+               JUPYTER_PATH=str(tmp_path / "jupyter-data"), TMPDIR=str(tmp_path))  # what it and its kernels leave goes
     env.pop("AGENTSTACK_CONFIG", None)
     log = (tmp_path / "notebook.log").open("w")
     proc = subprocess.Popen(
@@ -100,7 +100,8 @@ def browser(server):
     from playwright.sync_api import expect, sync_playwright
 
     _base, _token, _root, tmp_path = server
-    with sync_playwright() as pw:
+    with pytest.MonkeyPatch.context() as mp, sync_playwright() as pw:
+        mp.setenv("TMPDIR", str(tmp_path))  # Playwright's and chromium's scratch folders, removed with tmp_path
         context = pw.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
             viewport={"width": 1200, "height": 900})
