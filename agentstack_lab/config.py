@@ -374,6 +374,24 @@ class NotebookConfig(_Section):
     rerun: Literal["stop", "keep"] = "stop"
 
 
+class PriceConfig(_Section):
+    """One model's price in USD per million tokens, for the cost each view shows (``providers/prices.py``).
+
+    ``prices`` maps a provider name to models, e.g. ``{"anthropic": {"claude-sonnet-4-6": {"input": 3,
+    "output": 15}}, "ollama": {"*": {"input": 0, "output": 0}}}``; ``"*"`` prices every model of that
+    provider. An entry replaces the shipped price of that model; a dated snapshot of a model
+    (``claude-sonnet-4-5-20250929``) costs what the model does.
+    """
+
+    input: float = Field(ge=0)   # USD per million input tokens (not read from the prompt cache)
+    output: float = Field(ge=0)  # USD per million output tokens
+    # USD per million input tokens read from the prompt cache (None: the input price)
+    cache_read: float | None = Field(default=None, ge=0)
+    # USD per million input tokens written to the prompt cache (None: the input price)
+    cache_write: float | None = Field(default=None, ge=0)
+    date: str | None = None  # when the price was taken, shown beside it (None: "config")
+
+
 class Config(_Section):
     """The whole configuration; every section is defaulted.
 
@@ -382,7 +400,8 @@ class Config(_Section):
     are read by ``tasks/`` and the engine's ``gate.py``; ``monitoring`` by ``monitoring/``; ``hooks``
     by ``hooks.py``; ``plugins.disabled`` by ``plugins.py`` and the workspace; ``engine.undo`` by the
     live executor's journal (set by each run); ``notebook.rerun`` by the notebook surface; ``approval`` by
-    ``approval/`` through the python tool's gate (``approval.dry_run`` through the live executor).
+    ``approval/`` through the python tool's gate (``approval.dry_run`` through the live executor); ``prices``
+    by every view that shows a cost (``providers/prices.py``).
     """
 
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
@@ -397,6 +416,8 @@ class Config(_Section):
     engine: EngineConfig = Field(default_factory=EngineConfig)
     notebook: NotebookConfig = Field(default_factory=NotebookConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    # USD per million tokens by provider and model, over the shipped table (see PriceConfig)
+    prices: dict[str, dict[str, PriceConfig]] = Field(default_factory=dict[str, dict[str, PriceConfig]])
 
     _source: Path | None = PrivateAttr(default=None)
     # the config file's own text of every value that came from ${VAR}, by path: shown instead of the value

@@ -89,6 +89,13 @@ def _section(model: type[BaseModel], path: str, comments: dict[tuple[str, str], 
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             nested.append((annotation, f"{path}.{name}" if path else name))
             continue
+        inner, keys = annotation, []
+        while typing.get_origin(inner) is dict:   # a mapping of sections, e.g. prices.<provider>.<model>
+            inner = typing.get_args(inner)[1]
+            keys.append("<provider>" if not keys else "<model>")
+        if keys and isinstance(inner, type) and issubclass(inner, BaseModel):
+            nested.append((inner, ".".join([f"{path}.{name}" if path else name, *keys])))
+            continue
         note = comments.get((model.__name__, name), "")
         bounds = _bounds(field)
         notes = "; ".join(p for p in (bounds, note) if p).replace("|", "\\|")

@@ -44,6 +44,7 @@ class Reply:
     text: str = ""
     tool_calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # (id, name, input)
     usage: tuple[int, int] = (11, 7)
+    cache: tuple[int, int] = (0, 0)  # prompt-cache (read, written) input tokens, reported beside usage[0]
     stop: str | None = None  # default: end_turn / tool_use in the provider's words
 
 
@@ -147,7 +148,9 @@ def anthropic_frames(reply: Reply, model: str) -> list[bytes]:
         _sse("message_start", {"type": "message_start", "message": {
             "id": "msg_fake", "type": "message", "role": "assistant", "content": [], "model": model,
             "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": reply.usage[0], "output_tokens": 1}}}),
+            "usage": {"input_tokens": reply.usage[0], "output_tokens": 1,  # Anthropic counts cached input apart
+                      **({"cache_read_input_tokens": reply.cache[0], "cache_creation_input_tokens": reply.cache[1]}
+                         if any(reply.cache) else {})}}}),
         _sse("ping", {"type": "ping"}),
     ]
     index = 0
@@ -191,7 +194,9 @@ def openai_frames(reply: Reply, model: str) -> list[bytes]:
     frames.append(_sse(None, {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model,
                               "choices": [], "usage": {"prompt_tokens": reply.usage[0],
                                                        "completion_tokens": reply.usage[1],
-                                                       "total_tokens": sum(reply.usage)}}))
+                                                       "total_tokens": sum(reply.usage),
+                                                       **({"prompt_tokens_details": {"cached_tokens": reply.cache[0]}}
+                                                          if reply.cache[0] else {})}}))
     frames.append(b"data: [DONE]\n\n")
     return frames
 

@@ -354,8 +354,8 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
             expect(child.locator(".agentstack-transcript")).to_be_hidden()
             expect(tree.locator(".agentstack-stop:visible")).to_have_count(0)  # a finished run has nothing to stop
             header = nodes.first.locator(".agentstack-meta").first
-            expect(header).to_have_text(re.compile(  # one token figure, named, then the elapsed time
-                r"^~[\d,]+ tokens \(estimated, (this agent|subtree)\) · \d+(\.\d)? m?s$"))
+            expect(header).to_have_text(re.compile(  # one token figure, named, its cost (no price: unknown), the time
+                r"^~[\d,]+ tokens \(estimated, (this agent|subtree)\) · cost unknown · \d+(\.\d)? m?s$"))
 
             # The transcript reads in order: text, the tool call, text. Open it: the code that ran is the
             # edited one, with what it printed and its traceback.

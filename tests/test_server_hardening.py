@@ -214,10 +214,10 @@ def test_a_slow_runs_page_does_not_hold_up_other_requests(jp_fetch, jp_asyncio_l
     release, entered = threading.Event(), threading.Event()
     page = handlers.runs_page
 
-    def slow_page(db, limit):
+    def slow_page(*args):
         entered.set()
         release.wait(30)
-        return page(db, limit)
+        return page(*args)
 
     monkeypatch.setattr(handlers, "runs_page", slow_page)
 

@@ -298,21 +298,30 @@ def list_command(ctx: typer.Context, run: str = typer.Option(None, "--run", "-r"
                  limit: int = typer.Option(50, "--limit", "-l"), as_json: bool = JSON_OPTION):
     """List agents from the workspace database, newest first."""
     from agentstack_lab.agents.spawner import STATUSES
-    from agentstack_lab.engine.activity import agent_rows, elapsed_s, resolve_run
+    from agentstack_lab.engine.activity import agent_rows, elapsed_s, resolve_run, run_costs
     from agentstack_lab.engine.liveness import reap_orphans
+    from agentstack_lab.providers.prices import NO_COST, PriceTable
 
     check_int("--limit", limit, minimum=1)
     if status is not None and status not in STATUSES:
         raise UsageError(f"--status must be one of {', '.join(STATUSES)}; got {status!r}")
-    db = open_workspace(ctx).db
+    ws = open_workspace(ctx)
+    db, prices = ws.db, PriceTable.from_config(ws.config)
     reap_orphans(db)  # agents whose process died show as failed, not running
-    rows = agent_rows(db, run_id=resolve_run(db, run) if run else None, status=status, roots=runs_only, limit=limit)
+    rows = agent_rows(db, run_id=resolve_run(db, run) if run else None, status=status, roots=runs_only, limit=limit,
+                      prices=prices)
+    if runs_only:  # one row per run: its cost is the whole run's
+        costs = run_costs(db, [r["run_id"] for r in rows if r["run_id"]], prices)
+        for r in rows:
+            r["runCost"] = costs.get(r["run_id"], NO_COST).to_wire()
     if as_json:
         print_json(rows)
         return
-    table(f"{len(rows)} agent(s)", ["id", "type", "status", "run", "tokens (this agent)", "elapsed", "prompt"],
+    cost = "cost (whole run)" if runs_only else "cost (this agent)"
+    table(f"{len(rows)} agent(s)", ["id", "type", "status", "run", "tokens (this agent)", cost, "elapsed", "prompt"],
           [[r["id"][:8], r["type"], r["status"], (r["run_id"] or "")[:8], _own_tokens(r),
-            duration(elapsed_s(r)), short(r["prompt"], 60)] for r in rows])
+            (r["runCost"] if runs_only else r["cost"])["text"] or "-", duration(elapsed_s(r)), short(r["prompt"], 60)]
+           for r in rows])
 
 
 def _render_tree(node: dict[str, Any], branch: Any = None) -> Any:
@@ -324,7 +333,8 @@ def _render_tree(node: dict[str, Any], branch: Any = None) -> Any:
     style = STATUS_STYLE.get(node.get("status", ""), "")
     usage = node.get("usage") or {}
     label = (f"[bold]{escape(node.get('name') or node['id'][:8])}[/bold] [{style}]{node.get('status')}[/{style}]"
-             f" [dim]{node.get('type')} · {escape(token_text(usage, tree_scope(node)))}[/dim]"
+             f" [dim]{node.get('type')} · {escape(token_text(usage, tree_scope(node)))}"
+             + (f" · cost {escape(node['cost']['text'])}" if (node.get("cost") or {}).get("text") else "") + "[/dim]"
              f"\n[dim]{escape(short(node.get('prompt'), 100))}[/dim]")
     outcome = node.get("result") if node.get("status") == "completed" else node.get("error")
     if outcome:
@@ -343,12 +353,15 @@ def tree_command(ctx: typer.Context, run_id: str = typer.Argument(..., help="Run
     from agentstack_lab.engine.liveness import reap_orphans
     from agentstack_lab.engine.log import rebuild_tree
     from agentstack_lab.errors import NotFoundError
+    from agentstack_lab.providers.prices import PriceTable, price_tree
 
-    db = open_workspace(ctx).db
+    ws = open_workspace(ctx)
+    db = ws.db
     reap_orphans(db)
     tree = rebuild_tree(db, resolve_run(db, run_id))
     if not tree:
         raise NotFoundError(f"run {run_id!r} has no logged agent state yet")
+    price_tree(tree, PriceTable.from_config(ws.config))
     if as_json:
         print_json(tree)
     else:

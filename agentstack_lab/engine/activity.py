@@ -12,16 +12,22 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.errors import NotFoundError, UsageError
+from agentstack_lab.providers.prices import NO_COST, Cost, PriceTable
 
 if TYPE_CHECKING:
     from agentstack_lab.store.protocol import Database
 
-__all__ = ["agent_rows", "resolve_run", "last_events", "describe_event", "EventFollower", "elapsed_s",
+__all__ = ["agent_rows", "run_costs", "resolve_run", "last_events", "describe_event", "EventFollower", "elapsed_s",
            "status_counts"]
 
 _ROW = ("id, name, type, status, run_id, parent_id, session_id, depth, prompt, result, error, input_tokens,"
         " output_tokens, json_extract(metadata, '$.tokenBasis') AS token_basis, created_at, started_at, ended_at,"
         " updated_at")
+# what prices a row: its prompt-cache tokens, and the provider and model its run's root recorded
+_PRICED = (" json_extract(metadata, '$.cacheReadTokens') AS cache_read_tokens,"
+           " json_extract(metadata, '$.cacheWriteTokens') AS cache_write_tokens,"
+           " (SELECT json_extract(r.metadata, '$.provider') FROM agents r WHERE r.id = agents.run_id) AS provider,"
+           " (SELECT json_extract(r.metadata, '$.model') FROM agents r WHERE r.id = agents.run_id) AS model")
 
 
 def _dicts(rows: list[Any]) -> list[dict[str, Any]]:
@@ -29,8 +35,11 @@ def _dicts(rows: list[Any]) -> list[dict[str, Any]]:
 
 
 def agent_rows(db: Database, *, run_id: str | None = None, status: str | None = None, session_id: str | None = None,
-               roots: bool = False, limit: int | None = 50) -> list[dict[str, Any]]:
-    """Agents, newest first, optionally filtered by run, status or session (``roots``: run roots only)."""
+               roots: bool = False, limit: int | None = 50, prices: PriceTable | None = None) -> list[dict[str, Any]]:
+    """Agents, newest first, optionally filtered by run, status or session (``roots``: run roots only).
+
+    ``prices``: each row also gets its own ``cost`` (``{usd, basis, text}``, ``providers/prices.py``).
+    """
     where: list[str] = []
     params: list[Any] = []
     for col, val in (("run_id", run_id), ("status", status), ("session_id", session_id)):
@@ -39,9 +48,34 @@ def agent_rows(db: Database, *, run_id: str | None = None, status: str | None = 
             params.append(val)
     if roots:
         where.append("parent_id IS NULL")
-    sql = (f"SELECT {_ROW} FROM agents" + (" WHERE " + " AND ".join(where) if where else "")
+    sql = (f"SELECT {_ROW}{',' + _PRICED if prices else ''} FROM agents" + (" WHERE " + " AND ".join(where) if where else "")
            + " ORDER BY created_at DESC, rowid DESC" + (" LIMIT ?" if limit is not None else ""))
-    return _dicts(db.query(sql, [*params, *([int(limit)] if limit is not None else [])]))
+    rows = _dicts(db.query(sql, [*params, *([int(limit)] if limit is not None else [])]))
+    if prices is not None:
+        for row in rows:
+            row["cost"] = _row_cost(row, prices).to_wire()
+            for key in ("cache_read_tokens", "cache_write_tokens", "provider", "model"):
+                row.pop(key)
+    return rows
+
+
+def _row_cost(row: dict[str, Any], prices: PriceTable) -> Cost:
+    usage = {"inputTokens": row.get("input_tokens"), "outputTokens": row.get("output_tokens"),
+             "cacheReadTokens": row.get("cache_read_tokens"), "cacheWriteTokens": row.get("cache_write_tokens"),
+             "basis": row.get("token_basis")}
+    return prices.cost(usage, row.get("provider"), row.get("model"))
+
+
+def run_costs(db: Database, run_ids: list[str], prices: PriceTable) -> dict[str, Cost]:
+    """Each run's cost, summed over its agents (a lower bound when some agent's cost is unknown)."""
+    if not run_ids:
+        return {}
+    marks = ",".join("?" * len(run_ids))
+    out: dict[str, Cost] = {}
+    for row in _dicts(db.query(f"SELECT run_id, input_tokens, output_tokens, json_extract(metadata, '$.tokenBasis')"
+                               f" AS token_basis,{_PRICED} FROM agents WHERE run_id IN ({marks})", run_ids)):
+        out[row["run_id"]] = out.get(row["run_id"], NO_COST) + _row_cost(row, prices)
+    return out
 
 
 MIN_PREFIX = 4   # characters of a run id prefix, as for decision and review-loop ids

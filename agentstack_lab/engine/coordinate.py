@@ -311,7 +311,8 @@ def _usage(data: Any) -> Usage:
     data = as_dict(data)
     return Usage(input_tokens=int(data.get("inputTokens", data.get("input_tokens", 0)) or 0),
                  output_tokens=int(data.get("outputTokens", data.get("output_tokens", 0)) or 0),
-                 basis=str(data.get("basis") or "none"))
+                 basis=str(data.get("basis") or "none"), cache_read_tokens=int(data.get("cacheReadTokens") or 0),
+                 cache_write_tokens=int(data.get("cacheWriteTokens") or 0))
 
 
 def _adopt_descendant(run: CoordinationContext, snap: dict[str, Any]) -> None:

@@ -666,6 +666,9 @@ class RunCore:
                          metadata={"provider": getattr(self.provider, "name", "?"),
                                    "executor": self.executor.name, "sessionId": self.session_id,
                                    "origin": self.origin})
+        model = self.model or getattr(self.provider, "model", None)
+        if isinstance(model, str) and model:  # what its calls are priced by (providers/prices.py)
+            root.metadata["model"] = model
         if at is None:  # the effective options, in the agents row: another process (REST) reads them there
             root.row_only["options"] = self.options.to_dict()
         if self.identity is not None:

@@ -86,7 +86,7 @@ class AgentNode:
             "status": self.status, "prompt": self.prompt, "result": self.result, "error": self.error,
             "depth": self.depth, "userComment": self.user_comment,
             "ownUsage": {"inputTokens": self.usage.input_tokens, "outputTokens": self.usage.output_tokens,
-                         "basis": self.usage.basis},
+                         "basis": self.usage.basis, **self._cache_tokens()},
             "metadata": dict(self.metadata), "createdAt": self.created_at, "startedAt": self.started_at,
             "endedAt": self.ended_at, "subagents": list(self.subagents),
         }
@@ -96,6 +96,11 @@ class AgentNode:
             del out["prompt"]
         return out
 
+    def _cache_tokens(self) -> dict[str, int]:
+        """Prompt-cache reads and writes (part of the input tokens), when the provider reported any."""
+        u = self.usage
+        return {k: v for k, v in (("cacheReadTokens", u.cache_read_tokens), ("cacheWriteTokens", u.cache_write_tokens)) if v}
+
     def row(self, run_id: str, session_id: str | None) -> dict[str, Any]:
         """This agent as an ``agents`` table row."""
         from agentstack_lab.agents.spawner import now_iso
@@ -104,7 +109,8 @@ class AgentNode:
                 "identity_id": self.identity_id,
                 "parent_id": self.parent_id, "session_id": session_id, "depth": self.depth, "prompt": self.prompt,
                 "result": self.result, "error": self.error, "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens, "metadata": {**self.metadata, **self.row_only, "tokenBasis": self.usage.basis},
+                "output_tokens": self.usage.output_tokens, "metadata": {**self.metadata, **self.row_only, "tokenBasis": self.usage.basis,
+                                                                   **self._cache_tokens()},
                 "created_at": now_iso(self.created_at),
                 "started_at": now_iso(self.started_at) if self.started_at else None,
                 "ended_at": now_iso(self.ended_at) if self.ended_at else None, "updated_at": now_iso()}

@@ -572,6 +572,7 @@ class AgentstackMagics(Magics):
         ref = show_ref(line, cell)
         if ref is not None:  # %agent show RUN_ID: a past run's tree, rebuilt from the log
             from agentstack_lab.notebook.snapshot import SavedRun
+            from agentstack_lab.providers.prices import PriceTable
 
             if ref.startswith("{"):
                 assert self.shell is not None   # IPython registers magics with their shell
@@ -579,7 +580,7 @@ class AgentstackMagics(Magics):
                     raise UsageError(f"%agent show: no variable {ref[1:-1]!r} in the kernel")
                 ref = str(self.shell.user_ns[ref[1:-1]])
             try:
-                return SavedRun(self.workspace.db, ref)
+                return SavedRun(self.workspace.db, ref, PriceTable.from_config(self.workspace.config))
             except AgentstackError as exc:
                 raise _usage(exc) from None
         try:

@@ -20,6 +20,7 @@ from agentstack_lab.events import TERMINAL
 from agentstack_lab.notebook.render import STATUS_VARS, pill
 from agentstack_lab.notebook.sanitize import escape, markdown_to_html
 from agentstack_lab.notebook.tree import tree_to_markdown, tree_to_text
+from agentstack_lab.providers.prices import PriceTable, price_tree
 
 if TYPE_CHECKING:
     from agentstack_lab.store.protocol import Database
@@ -44,6 +45,7 @@ def _node(node: dict[str, Any]) -> dict[str, Any]:
                      "outputTokens": int(usage.get("output_tokens") or usage.get("outputTokens") or 0),
                      "basis": str(usage.get("basis") or "reported")},
            "elapsed": node.get("elapsed"),
+           **({"cost": dict(node["cost"])} if isinstance(node.get("cost"), dict) else {}),
            "tools": [t.get("tool") if isinstance(t, dict) else str(t) for t in node.get("tools") or []],
            "children": [_node(c) for c in node.get("children") or []]}
     for key, limit in _LIMITS.items():
@@ -64,6 +66,8 @@ def snapshot_html(snap: dict[str, Any]) -> str:
     def node_html(n: dict[str, Any]) -> str:
         var = STATUS_VARS.get(n.get("status") or "", "--jp-border-color1")
         meta = token_text(n.get("usage"), tree_scope(n))
+        if (n.get("cost") or {}).get("text"):
+            meta += f" · cost {n['cost']['text']}"
         head = (f'<div class="agentstack-saved-head">{pill(n.get("status") or "?")} <b>{escape(n.get("type") or "")}'
                 f'</b> <span class="agentstack-saved-meta">{escape(meta)}</span></div>')
         body = [f'<div class="agentstack-saved-prompt">{escape(n.get("prompt") or "")}</div>']
@@ -98,12 +102,12 @@ def snapshot_bundle(tree: Any, *, run_id: str | None, html: bool = True) -> dict
 class SavedRun:
     """A past run rebuilt from the workspace's event log, displayed as its snapshot (``%agent show ID``)."""
 
-    def __init__(self, db: Database, run_ref: str):
+    def __init__(self, db: Database, run_ref: str, prices: PriceTable | None = None):
         from agentstack_lab.engine.activity import resolve_run
         from agentstack_lab.engine.log import rebuild_tree
 
         self.run_id = resolve_run(db, run_ref)
-        self.tree = rebuild_tree(db, self.run_id)
+        self.tree = price_tree(rebuild_tree(db, self.run_id), prices or PriceTable())
 
     def _repr_mimebundle_(self, **_kwargs: Any) -> dict[str, Any]:
         return snapshot_bundle(self.tree, run_id=self.run_id)

@@ -28,6 +28,7 @@ from agentstack_lab.events import (
     UserQuery,
 )
 from agentstack_lab.providers.base import combine_basis
+from agentstack_lab.providers.prices import Cost, PriceTable, run_model
 from agentstack_lab.validation import excerpt
 
 __all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "format_elapsed",
@@ -132,6 +133,7 @@ class NodeState:
     step: str | None = None
     streaming: bool = False  # the last event was streamed text
     executor: str | None = None  # "live" (the kernel) or "subprocess"; the root's, inherited by children
+    model: tuple[str | None, str | None] = (None, None)  # the run's provider and model (the root's metadata)
     answers: list[dict[str, Any]] = field(default_factory=list)  # questions asked and answered, in order
     name: str = ""
     started: float | None = None
@@ -177,10 +179,11 @@ def _answered_from(answer: dict[str, Any]) -> str | None:
 class TreeState:
     """Agents by id, folded from events; ``apply`` returns the ids of the nodes it changed."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, clock: Callable[[], float] = time.monotonic, prices: PriceTable | None = None):
         self.nodes: dict[str, NodeState] = {}
         self.roots: list[str] = []
         self._clock = clock
+        self.prices = prices or PriceTable()  # the workspace's table once a run is attached (providers/prices.py)
 
     def node(self, agent_id: str) -> NodeState:
         node = self.nodes.get(agent_id)
@@ -237,6 +240,8 @@ class TreeState:
                     node.step = meta["step"]
                 if isinstance(meta.get("executor"), str):
                     node.executor = meta["executor"]
+                if isinstance(meta.get("provider"), str):
+                    node.model = run_model(s)
                 if isinstance(meta.get("answers"), list):
                     node.answers = [a for a in meta["answers"] if isinstance(a, dict)]
                 if isinstance(meta.get("continues"), str):
@@ -300,6 +305,24 @@ class TreeState:
         for event in events:
             self.apply(event)
 
+    # -- cost in USD (issue 27 item 16): priced at display time from the usage the events carry --------------
+    def model_of(self, agent_id: str) -> tuple[str | None, str | None]:
+        """The provider and model an agent's calls went to: the run's, recorded by its root."""
+        node = self.nodes.get(agent_id)
+        while node is not None:
+            if node.model[0]:
+                return node.model
+            node = self.nodes.get(node.parent_id) if node.parent_id else None
+        return None, None
+
+    def subtree_cost(self, node_id: str) -> Cost:
+        """An agent's cost with its descendants' (a lower bound when some of theirs is unknown)."""
+        n = self.nodes[node_id]
+        total = self.prices.cost(n.usage, *self.model_of(node_id))
+        for child in n.children:
+            total = total + self.subtree_cost(child)
+        return total
+
     def subtree_usage(self, node_id: str) -> dict[str, Any]:
         """An agent's usage with its descendants', rolled up as ``AgentRun.tree`` does."""
         n = self.nodes[node_id]
@@ -328,7 +351,7 @@ class TreeState:
             return {
                 "id": n.id, "parentId": n.parent_id, "type": n.type, "status": n.status, "prompt": n.prompt,
                 "content": n.content, "result": n.result, "error": n.error, "depth": n.depth,
-                "usage": usage, "elapsed": n.elapsed(self._clock()),
+                "usage": usage, "cost": self.subtree_cost(node_id).to_wire(), "elapsed": n.elapsed(self._clock()),
                 "tools": [{"tool": t.tool, "error": t.error, "done": t.done} for t in n.tools],
                 "badges": list(n.badges), "children": kids,
             }
@@ -368,6 +391,9 @@ def _usage_text(node: dict[str, Any]) -> str:
     usage = node.get("usage") or {}
     counted = usage.get("inputTokens") or usage.get("outputTokens") or usage.get("basis") not in (None, "none")
     parts = [token_text(usage, tree_scope(node))] if counted else []
+    cost = (node.get("cost") or {}).get("text")
+    if cost:
+        parts.append(f"cost {cost}")
     elapsed = node.get("elapsed")
     if elapsed is None and node.get("startedAt") and node.get("endedAt"):
         try:

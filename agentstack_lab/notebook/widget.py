@@ -267,6 +267,9 @@ class NodeView:
             state = self.tree.state
             usage = state.subtree_usage(node.id) if node.id in state.nodes else node.usage
             parts.append(token_text(usage, "subtree" if node.children else "this agent"))
+            cost = state.subtree_cost(node.id).text if node.id in state.nodes else ""
+            if cost:  # priced from the workspace's table (providers/prices.py)
+                parts.append(f"cost {escape(cost)}")
         elapsed = node.elapsed(now)
         if elapsed is not None:
             parts.append(format_elapsed(elapsed))
@@ -426,6 +429,11 @@ class AgentTree(W.VBox):
         from agentstack_lab.events import UserResponse
 
         self.run = run
+        config = getattr(getattr(run, "workspace", None), "config", None)
+        if config is not None:  # its cost is priced from the workspace's table
+            from agentstack_lab.providers.prices import PriceTable
+
+            self.state.prices = PriceTable.from_config(config)
         if self._responder is None:
             self._responder = lambda a, q, r: run.send(UserResponse(agent_id=a, query_id=q, response=r))
         if self._stopper is None:

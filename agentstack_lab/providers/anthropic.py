@@ -157,15 +157,16 @@ class AnthropicProvider:
 
     async def _parse(self, events: Any) -> AsyncIterator[ProviderEvent]:
         blocks: dict[int, dict[str, Any]] = {}
-        input_tokens = output_tokens = 0
+        input_tokens = output_tokens = cache_read = cache_write = 0
         stop_reason: str | None = None
         async with events:
             async for event in events:
                 etype = getattr(event, "type", None)
                 if etype == "message_start":
                     usage = getattr(event.message, "usage", None)
-                    input_tokens = _tokens(usage, "input_tokens") + _tokens(usage, "cache_read_input_tokens") \
-                        + _tokens(usage, "cache_creation_input_tokens")
+                    cache_read = _tokens(usage, "cache_read_input_tokens")
+                    cache_write = _tokens(usage, "cache_creation_input_tokens")
+                    input_tokens = _tokens(usage, "input_tokens") + cache_read + cache_write
                     output_tokens = _tokens(usage, "output_tokens")
                 elif etype == "content_block_start":
                     block = event.content_block
@@ -197,7 +198,8 @@ class AnthropicProvider:
                     stop_reason = getattr(event.delta, "stop_reason", None) or stop_reason
                     output_tokens = max(output_tokens, _tokens(getattr(event, "usage", None), "output_tokens"))
                 elif etype == "message_stop":
-                    yield UsageEvent(input_tokens=input_tokens, output_tokens=output_tokens)
+                    yield UsageEvent(input_tokens=input_tokens, output_tokens=output_tokens,
+                                     cache_read_tokens=cache_read, cache_write_tokens=cache_write)
                     yield StopEvent(reason=stop_reason or "end_turn")
                     return
                 elif etype is None:

@@ -145,6 +145,9 @@ class UsageEvent:
     input_tokens: int = 0
     output_tokens: int = 0
     estimated: bool = False  # counted by us (the offline scripted provider), not reported by a model's API
+    # of input_tokens, those read from and written to the provider's prompt cache (priced apart: providers/prices.py)
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,6 +180,8 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     basis: str = "none"  # a TokenBasis
+    cache_read_tokens: int = 0  # part of input_tokens, as in UsageEvent
+    cache_write_tokens: int = 0
 
     @property
     def total(self) -> int:
@@ -185,6 +190,8 @@ class Usage:
     def add(self, other: Usage | UsageEvent) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
         basis = other.basis if isinstance(other, Usage) else "estimated" if other.estimated else "reported"
         self.basis = combine_basis(self.basis, basis)
 

@@ -194,8 +194,10 @@ class OpenAIProvider:
             raise MalformedStreamError("openai: the stream ended without a finish_reason")
         for index in sorted(calls):
             yield _tool_event(calls[index], index)
+        details = getattr(usage, "prompt_tokens_details", None)
         yield UsageEvent(input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                         output_tokens=int(getattr(usage, "completion_tokens", 0) or 0))
+                         output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                         cache_read_tokens=int(getattr(details, "cached_tokens", 0) or 0))
         yield StopEvent(reason=_STOP_REASONS.get(finish, finish))
 
     async def embed(self, texts: list[str], *, model: str | None = None,

@@ -54,7 +54,7 @@ class RunsHandler(BaseHandler):
     @tornado.web.authenticated
     async def get(self) -> None:
         limit = self.int_arg("limit", 50, lo=1, hi=1000)
-        self.reply({"runs": await self.state.off_loop(runs_page, self.db, limit)})
+        self.reply({"runs": await self.state.off_loop(runs_page, self.db, limit, self.state.workspace.config)})
 
     @tornado.web.authenticated
     def post(self) -> None:
@@ -64,20 +64,23 @@ class RunsHandler(BaseHandler):
         self.reply({"runId": run.id, "status": run.status, "options": run.options.to_dict()}, status=201)
 
 
-def runs_page(db: Database, limit: int) -> list[dict[str, Any]]:
-    """The newest ``limit`` runs with their counts, origin, pending decisions and each agent's last event."""
-    from agentstack_lab.engine.activity import last_events
+def runs_page(db: Database, limit: int, config: Any = None) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs with their counts, cost, origin, pending decisions and each agent's last event."""
+    from agentstack_lab.engine.activity import last_events, run_costs
     from agentstack_lab.engine.liveness import reap_orphans
     from agentstack_lab.engine.log import list_runs
+    from agentstack_lab.providers.prices import NO_COST, PriceTable
     from agentstack_lab.server.control import run_extras
 
     reap_orphans(db)
     runs = list_runs(db, limit=limit)
     ids = [r["id"] for r in runs]
     stats = _run_stats(db, ids)
+    costs = run_costs(db, ids, PriceTable.from_config(config))
     last = last_events(db, ids)
     extras = run_extras(db, ids)
-    return [{**r, **stats.get(r["id"], {}), **extras.get(r["id"], {}), "last": last.get(r["id"])} for r in runs]
+    return [{**r, **stats.get(r["id"], {}), "cost": costs.get(r["id"], NO_COST).to_wire(), **extras.get(r["id"], {}),
+             "last": last.get(r["id"])} for r in runs]
 
 
 def _run_stats(db: Database, run_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -94,10 +97,12 @@ class RunHandler(BaseHandler):
     async def get(self, run_ref: str) -> None:
         from agentstack_lab.engine.activity import resolve_run
         from agentstack_lab.engine.log import rebuild_tree
+        from agentstack_lab.providers.prices import PriceTable, price_tree
 
         def read() -> tuple[str, Any, Any]:
             run_id = _resolve(self.db, run_ref, resolve_run)
-            return run_id, rebuild_tree(self.db, run_id), _recorded_options(self.db, run_id)
+            tree = price_tree(rebuild_tree(self.db, run_id), PriceTable.from_config(self.state.workspace.config))
+            return run_id, tree, _recorded_options(self.db, run_id)
 
         run_id, tree, recorded = await self.state.off_loop(read)
         local = self.state.runs.get(run_id)

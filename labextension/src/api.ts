@@ -14,6 +14,8 @@ export interface IRun {
   endedAt: string | null;
   agents?: number;
   tokens?: number;
+  /** What the run cost in USD, priced by the server (agentstack_lab/providers/prices.py). */
+  cost?: ICost;
   waiting?: number;
   waitingForYou?: number;
   origin?: string | null;
@@ -57,7 +59,16 @@ export interface ITreeNode {
   error?: string | null;
   content?: string;
   usage?: Record<string, number>;
+  /** The subtree's cost in USD, priced by the server. */
+  cost?: ICost;
   children?: ITreeNode[];
+}
+
+/** A cost in USD: ``text`` is "$0.0123", "~$0.0123" (estimated), "≥ $0.0123" (some unknown), "unknown" or "". */
+export interface ICost {
+  usd: number | null;
+  basis: string;
+  text: string;
 }
 
 const settings = ServerConnection.makeSettings();

@@ -275,7 +275,8 @@ export class AgentsPanel extends Widget {
     const usage = n.usage || {};
     const tokens = (usage.input_tokens || usage.inputTokens || 0) + (usage.output_tokens || usage.outputTokens || 0);
     return h('div', { class: `agentstack-tree-node s-${n.status}` },
-      h('div', {}, badge(n.status), ' ', h('b', {}, n.type), h('span', { class: 'agentstack-muted' }, ` ${tokens} tokens`)),
+      h('div', {}, badge(n.status), ' ', h('b', {}, n.type), h('span', { class: 'agentstack-muted' }, ` ${tokens} tokens`),
+        n.cost?.text ? h('span', { class: 'agentstack-muted agentstack-cost' }, ` · cost ${n.cost.text}`) : null),
       h('div', { class: 'agentstack-muted' }, (n.prompt || '').slice(0, 300)),
       n.result ? h('div', { class: 'agentstack-result' }, n.result.slice(0, 2000)) : null,
       n.error ? h('div', { class: 'agentstack-error' }, n.error.slice(0, 500)) : null,
@@ -320,7 +321,8 @@ export class AgentsPanel extends Widget {
         r.continues ? h('div', { class: 'agentstack-muted agentstack-follow-up' },
           `↪ follow-up to “${(r.continuesPrompt || 'an earlier run').slice(0, 80)}”`) : null,
         h('div', { class: 'agentstack-muted agentstack-run-meta' },
-          `${origin(r.origin)} · ${elapsed(r)} · ${r.tokens || 0} tokens · ${r.agents || 0} agents`,
+          `${origin(r.origin)} · ${elapsed(r)} · ${r.tokens || 0} tokens${r.cost?.text ? ` · cost ${r.cost.text}` : ''}`
+          + ` · ${r.agents || 0} agents`,
           waiting ? h('span', { class: 'agentstack-badge s-waiting_user agentstack-waiting' }, ` ${waiting} waiting for you`) : null)));
     }
     if (!this.runs.length) {

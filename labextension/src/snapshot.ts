@@ -10,7 +10,7 @@ import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
-import { ITreeNode, request } from './api';
+import { ICost, ITreeNode, request } from './api';
 import { badge, h } from './panel';
 import { TERMINAL } from './vocabulary';
 
@@ -25,6 +25,7 @@ interface ISnapNode {
   result?: string | null;
   error?: string | null;
   usage?: { inputTokens?: number; outputTokens?: number };
+  cost?: ICost;
   children?: ISnapNode[];
 }
 
@@ -49,6 +50,7 @@ export function fromTree(t: ITreeNode): ISnapNode {
     id: t.id, type: t.type, status: t.status, prompt: cut(t.prompt, 2000), result: cut(t.result, 20000),
     error: cut(t.error, 4000),
     usage: { inputTokens: u.inputTokens || u.input_tokens || 0, outputTokens: u.outputTokens || u.output_tokens || 0 },
+    cost: t.cost,
     children: (t.children || []).map(fromTree)
   };
 }
@@ -57,7 +59,8 @@ function snapNode(n: ISnapNode): HTMLElement {
   const u = n.usage || {};
   return h('div', { class: `agentstack-snapshot-node s-${n.status}` },
     h('div', {}, badge(n.status), ' ', h('b', {}, n.type),
-      h('span', { class: 'agentstack-muted' }, ` ${u.inputTokens || 0} in / ${u.outputTokens || 0} out tokens`)),
+      h('span', { class: 'agentstack-muted' }, ` ${u.inputTokens || 0} in / ${u.outputTokens || 0} out tokens`),
+      n.cost?.text ? h('span', { class: 'agentstack-muted agentstack-cost' }, ` · cost ${n.cost.text}`) : null),
     n.prompt ? h('div', { class: 'agentstack-muted' }, n.prompt) : null,
     n.result ? h('div', { class: 'agentstack-result' }, n.result) : null,
     n.error ? h('div', { class: 'agentstack-error' }, n.error) : null,
