@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentstack_lab.engine.state import token_text, tree_scope
+from agentstack_lab.engine.transcript import code_failed, tool_record
 from agentstack_lab.events import (
     TERMINAL,
     AgentCompleted,
@@ -28,10 +29,10 @@ from agentstack_lab.events import (
     UserQuery,
 )
 from agentstack_lab.providers.base import combine_basis
-from agentstack_lab.validation import excerpt
+from agentstack_lab.validation import excerpt, typed_prompt
 
 __all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "format_elapsed",
-           "STATUS_ICONS", "activity", "STEP_LABELS", "badges"]
+           "STATUS_ICONS", "activity", "STEP_LABELS", "badges", "typed_prompt"]
 
 STATUS_ICONS = {
     "pending": "○", "running": "◐", "waiting_user": "?", "paused": "⏸", "completed": "✓", "failed": "✗",
@@ -101,6 +102,10 @@ class ToolCallState:
             return "edited"
         return "approved"
 
+    def record(self) -> dict[str, Any]:
+        """What a saved tree keeps of this call (:func:`~agentstack_lab.engine.transcript.tool_record`)."""
+        return tool_record(self.tool, self.input, self.output, self.error, self.done)
+
 
 @dataclass
 class NodeState:
@@ -133,6 +138,11 @@ class NodeState:
     ended_at: float | None = None
     badges: list[str] = field(default_factory=list)  # control-plane facts: drift warnings, consensus checkpoints
     follows: str | None = None  # a follow-up root: the question it follows (``metadata.continuesPrompt``)
+
+    @property
+    def code_failed(self) -> int:
+        """How many of this agent's python calls ran and raised."""
+        return code_failed(t.record() for t in self.tools if t.tool == "python" and t.done)
 
     @property
     def pending_query(self) -> UserQuery | None:
@@ -322,7 +332,7 @@ class TreeState:
                 "id": n.id, "parentId": n.parent_id, "type": n.type, "status": n.status, "prompt": n.prompt,
                 "content": n.content, "result": n.result, "error": n.error, "depth": n.depth,
                 "usage": usage, "elapsed": n.elapsed(self._clock()),
-                "tools": [{"tool": t.tool, "error": t.error, "done": t.done} for t in n.tools],
+                "tools": [t.record() for t in n.tools], "answers": list(n.answers),
                 "badges": list(n.badges), "children": kids,
             }
 
@@ -390,7 +400,7 @@ def tree_to_text(tree: dict[str, Any] | list[dict[str, Any]] | None, *, width: i
         if marks is None and isinstance(node.get("metadata"), dict):  # an AgentRun.tree snapshot
             marks = badges(node["metadata"])
         lines.append(f"{prefix}{branch}{STATUS_ICONS.get(status, '·')} {node.get('type', 'agent')} [{status}] "
-                     f"{excerpt(node.get('prompt'), 60)}" + "".join(f" [{m}]" for m in marks or ())
+                     f"{excerpt(typed_prompt(node.get('prompt')), 60)}" + "".join(f" [{m}]" for m in marks or ())
                      + (f"  ({usage})" if usage else ""))
         child_prefix = prefix + ("" if top else ("   " if last else "│  "))
         detail = node.get("error") if status in ("failed", "stopped") else node.get("result")

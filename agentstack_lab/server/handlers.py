@@ -97,7 +97,7 @@ class RunHandler(BaseHandler):
 
         def read() -> tuple[str, Any, Any]:
             run_id = _resolve(self.db, run_ref, resolve_run)
-            return run_id, rebuild_tree(self.db, run_id), _recorded_options(self.db, run_id)
+            return run_id, rebuild_tree(self.db, run_id, details=True), _recorded_options(self.db, run_id)
 
         run_id, tree, recorded = await self.state.off_loop(read)
         local = self.state.runs.get(run_id)
