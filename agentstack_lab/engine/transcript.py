@@ -59,8 +59,7 @@ def tool_record(tool: str, input: Any, output: Any, error: str | None, done: boo
     original = inp.get("code") if decision == "edited" and inp.get("code") != code else None
     traceback: str | None = None
     if tool == _PYTHON and output is not None and isinstance(output, dict):
-        parts = [f"{label}:\n{out[key]}" if label else str(out[key])
-                 for key, label in (("stdout", ""), ("stderr", "stderr"), ("result", "result"))
+        parts = [f"{key}:\n{out[key]}" for key in ("stdout", "stderr", "result")
                  if isinstance(out.get(key), str) and out[key]]
         text = "\n".join(parts) or None
         if text is None and not out.get("traceback") and isinstance(out.get("text"), str):

@@ -19,7 +19,7 @@ from agentstack_lab.events import STATUS_LABELS
 from agentstack_lab.notebook.sanitize import escape, markdown_to_html
 from agentstack_lab.notebook.tree import NodeState, ToolCallState, excerpt, typed_prompt
 
-__all__ = ["THEME_CSS", "STATUS_VARS", "STATUS_LABELS", "CODE_PREVIEW_LINES", "pill", "markdown", "code_box",
+__all__ = ["THEME_CSS", "BASE_CSS", "status_css", "STATUS_VARS", "STATUS_LABELS", "CODE_PREVIEW_LINES", "pill", "markdown", "code_box",
            "tool_title", "record_title", "tool_body", "record_html", "traceback_html", "failed_flag", "where_code_runs", "qa_html", "answers_html", "source_label", "MAX_TOOL_TEXT", "node_title"]
 
 MAX_TOOL_TEXT = MAX_TEXT
@@ -34,9 +34,16 @@ SOURCE_LABELS = {"user": "by you", "answers": "from the answers given up front",
                  "widget": "by you", "options": "from the answers given up front", "python": "from Python",
                  "policy": "by the run's on_query policy"}
 
-_STATUS_CSS = "".join(
-    f".agentstack-tree .s-{s}{{--agentstack-c:var({v})}}" for s, v in STATUS_VARS.items())
-THEME_CSS = "<style>" + _STATUS_CSS + """
+
+
+def status_css(statuses: Any = None) -> str:
+    """The rules that give each status (all, or only ``statuses``) its colour variable."""
+    return "".join(f".agentstack-tree .s-{s}{{--agentstack-c:var({v})}}" for s, v in STATUS_VARS.items()
+                   if statuses is None or s in statuses)
+
+
+_STATUS_CSS = status_css()
+BASE_CSS = """
 .agentstack-tree{color:var(--jp-ui-font-color0);font-size:var(--jp-ui-font-size1)}
 .agentstack-tree .agentstack-node{border-left:3px solid var(--agentstack-c,var(--jp-border-color1));
  padding-left:6px;margin:2px 0}
@@ -77,7 +84,8 @@ THEME_CSS = "<style>" + _STATUS_CSS + """
 .agentstack-tree .agentstack-qa .widget-html-content,.agentstack-tree .agentstack-card .widget-html-content{
  line-height:1.4}
 .agentstack-tree .agentstack-hint{color:var(--jp-ui-font-color1);font-size:85%}
-</style>"""
+"""
+THEME_CSS = "<style>" + _STATUS_CSS + BASE_CSS + "</style>"
 
 
 def pill(status: str) -> str:

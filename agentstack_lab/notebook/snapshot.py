@@ -19,14 +19,15 @@ from agentstack_lab.engine.state import token_text, tree_scope
 from agentstack_lab.engine.transcript import code_failed
 from agentstack_lab.events import TERMINAL
 from agentstack_lab.notebook.render import (
+    BASE_CSS,
     STATUS_VARS,
-    THEME_CSS,
     answers_html,
     failed_flag,
     markdown,
     pill,
     record_html,
     record_title,
+    status_css,
 )
 from agentstack_lab.notebook.sanitize import escape
 from agentstack_lab.notebook.tree import excerpt, tree_to_markdown, tree_to_text, typed_prompt
@@ -70,7 +71,7 @@ def _answer(a: dict[str, Any]) -> dict[str, Any]:
 def _node(node: dict[str, Any]) -> dict[str, Any]:
     usage = node.get("usage") or {}
     tools = [_tool(t) for t in node.get("tools") or []]
-    meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
+    meta: dict[str, Any] = node["metadata"] if isinstance(node.get("metadata"), dict) else {}
     answers = node.get("answers") if isinstance(node.get("answers"), list) else meta.get("answers")
     out = {"id": node.get("id"), "type": node.get("type"), "status": node.get("status"),
            "usage": {"inputTokens": int(usage.get("input_tokens") or usage.get("inputTokens") or 0),
@@ -146,11 +147,16 @@ def snapshot_html(snap: dict[str, Any]) -> str:
                     f"{inner}</details>")
         return f'<div class="{cls}" style="{style}"><div class="agentstack-saved-head">{head}</div>{inner}</div>'
 
-    style = ("<style>.agentstack-saved .agentstack-saved-head{line-height:1.5}"
+    def statuses(n: dict[str, Any]) -> set[str]:
+        return {str(n.get("status"))}.union(*(statuses(c) for c in n.get("children") or []))
+
+    used = set[str]().union(*(statuses(r) for r in snap["roots"]))
+    # the colours of the statuses shown only: a saved final tree mentions no "pending" anywhere
+    style = (f"<style>{status_css(used)}{BASE_CSS}.agentstack-saved .agentstack-saved-head{{line-height:1.5}}"
              ".agentstack-saved .agentstack-saved-tool summary,.agentstack-saved summary{cursor:pointer}"
              ".agentstack-saved .agentstack-saved-prompt{color:var(--jp-ui-font-color1);white-space:pre-wrap}</style>")
     roots = "".join(node_html(r, True) for r in snap["roots"])
-    return f'{THEME_CSS}{style}<div class="agentstack-tree agentstack-saved">{roots}</div>'
+    return f'{style}<div class="agentstack-tree agentstack-saved">{roots}</div>'
 
 
 def snapshot_bundle(tree: Any, *, run_id: str | None, html: bool = True) -> dict[str, Any]:
