@@ -11,6 +11,7 @@ are the fallback for front ends without widgets and what ``make demo`` prints.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from agentstack_lab.providers.base import combine_basis
 from agentstack_lab.validation import excerpt, typed_prompt
 
 __all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "format_elapsed",
-           "STATUS_ICONS", "activity", "STEP_LABELS", "badges", "typed_prompt"]
+           "STATUS_ICONS", "activity", "STEP_LABELS", "badges", "typed_prompt", "inert_markdown"]
 
 STATUS_ICONS = {
     "pending": "○", "running": "◐", "waiting_user": "?", "paused": "⏸", "completed": "✓", "failed": "✗",
@@ -423,19 +424,64 @@ def _fence(text: str) -> str:
     return "`" * ticks
 
 
-def tree_to_markdown(tree: dict[str, Any] | list[dict[str, Any]] | None) -> str:
-    """Markdown rendering: the tree as an inert code block, then the root's answer, also fenced.
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
 
-    Model output is untrusted, so it only ever appears inside fenced blocks (never as live
-    Markdown or HTML).
+
+def inert_markdown(text: str) -> str:
+    """Markdown whose raw HTML is text: every ``<`` outside code becomes ``&lt;``, code blocks and spans kept.
+
+    A renderer then shows ``<script>`` as the characters it is; emphasis, lists, links and fenced code
+    still render (a renderer's own URL checks apply to links).
+    """
+    out: list[str] = []
+    chunk: list[str] = []
+    fence: str | None = None
+
+    def flush() -> None:
+        if chunk:
+            prose = "".join(chunk)
+            parts, at = [], 0
+            for m in _CODE_SPAN.finditer(prose):
+                parts += [prose[at:m.start()].replace("<", "&lt;"), m.group(0)]
+                at = m.end()
+            out.append("".join(parts) + prose[at:].replace("<", "&lt;"))
+            chunk.clear()
+
+    for line in text.splitlines(keepends=True):
+        opened = _FENCE_OPEN.match(line)
+        if fence is None and opened:
+            flush()
+            fence = opened.group(1)
+            out.append(line)
+        elif fence is not None:
+            out.append(line)
+            if line.strip().startswith(fence[0] * len(fence)) and not line.strip().strip(fence[0]):
+                fence = None
+        elif line.startswith(("    ", "\t")):
+            flush()
+            out.append(line)  # an indented code line (or a list item's continuation): no HTML there either way
+        else:
+            chunk.append(line)
+    flush()
+    return "".join(out)
+
+
+def tree_to_markdown(tree: dict[str, Any] | list[dict[str, Any]] | None) -> str:
+    """Markdown rendering: the tree as an inert code block, then the root's answer as Markdown.
+
+    Model output is untrusted: the answer is :func:`inert_markdown` (its HTML shows as text), an
+    error is fenced.
     """
     roots = _as_list(tree)
     text = tree_to_text(roots)
     fence = _fence(text)
     parts = [f"**Agent tree**\n\n{fence}text\n{text}\n{fence}"]
     for root in roots:
-        answer = root.get("result") or root.get("error")
-        if answer:
-            f = _fence(answer)
-            parts.append(f"**{'Answer' if root.get('result') else 'Error'}**\n\n{f}text\n{answer}\n{f}")
+        if root.get("result"):
+            parts.append(f"**Answer**\n\n{inert_markdown(str(root['result']))}")
+        elif root.get("error"):
+            error = str(root["error"])
+            f = _fence(error)
+            parts.append(f"**Error**\n\n{f}text\n{error}\n{f}")
     return "\n\n".join(parts)
