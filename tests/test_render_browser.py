@@ -68,6 +68,25 @@ TYPED = "How are sales doing in @df? Compare every region and every quarter of t
 AGENT = f"%agent --wait --auto-approve --provider @model --answer clarification=revenue {PROMPT}"
 
 
+# A run of another process into the same workspace whose approval edits the code (given up front).
+EDITED = """
+import asyncio, sys
+from agentstack_lab.engine import AgentRun
+from agentstack_lab.providers.testing import TestModel, has_tool_result
+from agentstack_lab.workspace import Workspace
+
+async def main():
+    model = TestModel(code="total = 1 + 1", main=lambda r: "**Done.**" if has_tool_result(r) else None)
+    with Workspace.open(sys.argv[1], announce=False) as ws:
+        run = AgentRun("Add the `figures` up", workspace=ws, provider=model, options={
+            "subagents": False, "answers": {"approval": {"approved": True, "code": "total = 2 + 2"}}})
+        await run
+        print(run.id)
+
+asyncio.run(main())
+"""
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("render")
@@ -82,6 +101,8 @@ def lab(tmp_path_factory):
     saved = new_notebook(cells=[new_code_cell(SETUP), new_code_cell(AGENT)], metadata=meta)
     NotebookClient(saved, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(root)}}).execute()
     nbformat.write(saved, root / "saved.ipynb")
+    edited = subprocess.run([sys.executable, "-c", EDITED, str(root)], capture_output=True, text=True, timeout=120,
+                            cwd=root, check=True).stdout.split()[-1]
     data = tmp_path / "jupyter-data" / "labextensions"
     data.mkdir(parents=True)
     (data / "agentstack-lab").symlink_to(BUILT)  # the committed build, ahead of any installed copy
@@ -112,7 +133,7 @@ def lab(tmp_path_factory):
                 if server.poll() is not None or time.monotonic() > deadline:
                     pytest.fail("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}", token, root, tmp_path, saved
+        yield f"http://127.0.0.1:{port}", token, root, tmp_path, saved, edited
     finally:
         server.terminate()
         try:
@@ -127,7 +148,7 @@ def lab(tmp_path_factory):
 def page(lab):
     from playwright.sync_api import expect, sync_playwright
 
-    base, token, _root, tmp_path, _saved = lab
+    base, token, _root, tmp_path, _saved, _edited = lab
     with sync_playwright() as pw:
         browser = pw.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
@@ -226,7 +247,7 @@ def _check_run_view(view, page, where: str) -> None:
 def test_saved_tree_renders_what_matters(lab, page):
     from playwright.sync_api import expect
 
-    _base, _token, _root, _tmp, saved = lab
+    _base, _token, _root, _tmp, saved, _edited = lab
     outputs = [o for c in saved.cells for o in c.get("outputs", [])]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "using database" in text and "(new)" in text  # a new workspace is announced
@@ -243,7 +264,7 @@ def test_saved_tree_renders_what_matters(lab, page):
 def test_panel_run_view_renders_what_matters(lab, page):
     from playwright.sync_api import expect
 
-    _base, _token, _root, _tmp, saved = lab
+    _base, _token, _root, _tmp, saved, edited = lab
     run_id = next(o["data"][SNAPSHOT]["runId"] for c in saved.cells for o in c.get("outputs", [])
                   if SNAPSHOT in o.get("data", {}))
     page.evaluate(f"() => {{ window.agentstackPanel.showRun({json.dumps(run_id)});"
@@ -258,6 +279,23 @@ def test_panel_run_view_renders_what_matters(lab, page):
     try:
         _check_run_view(view, page, "panel run view")
         _contrast(page, "#agentstack-agents", "panel", must=("code failed", "Which measure"))
+    finally:
+        page.evaluate("() => { const p = window.agentstackPanel; p.render = p.__render; }")
+    # a run whose code the person edited: the run view says which code ran, and keeps the model's
+    page.evaluate(f"() => window.agentstackPanel.showRun({json.dumps(edited)})")
+    expect(panel.locator(f".agentstack-run[data-run='{edited}'] .agentstack-run-prompt")).to_have_text(
+        "Add the figures up")
+    tool = view.locator(".agentstack-run-tool").first
+    expect(tool.locator("summary").first).to_have_text("python ✓ · edited")
+    page.evaluate("() => { const p = window.agentstackPanel; p.__render = p.render; p.render = () => {}; }")
+    try:
+        tool.locator("summary").first.click()
+        expect(tool).to_contain_text("code that ran (edited)")
+        expect(tool.locator(":scope > pre").first).to_have_text("total = 2 + 2")
+        tool.locator("details summary").click()
+        expect(tool.locator("details pre")).to_have_text("total = 1 + 1")  # the model's original
+        expect(view.locator(".agentstack-qa-item summary").first).to_contain_text("Code edited")
+        expect(view.locator(".agentstack-result strong")).to_have_text("Done.")
     finally:
         page.evaluate("() => { const p = window.agentstackPanel; p.render = p.__render; }")
 
