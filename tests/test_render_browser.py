@@ -330,6 +330,8 @@ def test_live_tree_answer_headers_and_titles(lab, page):
     expect(root.locator(".agentstack-transcript").first).to_be_hidden()
     expect(root.locator(".agentstack-header").first.locator(".agentstack-failed-flag")).to_have_text("✗ code failed")
     root.locator(".agentstack-toggle").first.click()
+    # folded accordion titles ("transcript", each tool call) too: JupyterLab draws them in its dimmest text
+    _contrast(page, ".agentstack-tree", "live tree, transcript folded", must=("transcript",))
     root.locator(".agentstack-work").first.locator(
         ".lm-AccordionPanel-title, .jupyter-widget-Collapse-header, .p-Collapse-header").first.click()
     tool = root.locator(".agentstack-transcript").first.locator(":scope > .agentstack-tool").first
