@@ -87,6 +87,27 @@ asyncio.run(main())
 """
 
 
+# A terminal-like run of another process that waits for any surface to answer its question.
+WAITING = """
+import asyncio, sys
+from agentstack_lab.engine import AgentRun
+from agentstack_lab.notebook.context import build_prompt
+from agentstack_lab.providers.testing import TestModel
+from agentstack_lab.workspace import Workspace
+
+async def main():
+    model = TestModel(clarify=lambda r: "Which **measure** of `sales` do you mean?" if len(model.steps("clarify")) == 1
+                      else None)
+    prompt = build_prompt(sys.argv[2], {"df": {"north": [1, 2]}})
+    with Workspace.open(sys.argv[1], announce=False) as ws:
+        run = AgentRun(prompt, workspace=ws, provider=model, options={"subagents": False, "on_query": "wait"})
+        await run
+        print(run.status)
+
+asyncio.run(main())
+"""
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("render")
@@ -160,6 +181,7 @@ def page(lab):
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(f"{base}/lab?token={token}")
         page.wait_for_function("window.jupyterapp?.shell && window.agentstackPanel")
+        page.evaluate("async () => { await window.jupyterapp.restored; }")  # the layout restored: panels stay put
         try:
             yield page
         finally:
@@ -344,3 +366,28 @@ def test_live_tree_answer_headers_and_titles(lab, page):
     expect(full.locator("pre")).to_contain_text("decoder.py")
     _contrast(page, ".agentstack-tree", "live tree", must=("transcript", "code failed", "traceback"))
     page.evaluate("async () => { const w = window.__nb; await w.sessionContext.shutdown(); w.dispose(); }")
+
+
+def test_toasts_read_as_plain_typed_text(lab, page):
+    from playwright.sync_api import expect
+
+    _base, _token, root, _tmp, _saved, _edited = lab
+    page.evaluate("() => window.jupyterapp.shell.activateById('agentstack-agents')")
+    proc = subprocess.Popen([sys.executable, "-c", WAITING, str(root), PROMPT], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=root)
+    try:
+        toast = page.locator(".Toastify__toast").filter(has_text="An agent needs you (clarification)")
+        expect(toast).to_be_visible()
+        expect(toast).to_contain_text("An agent needs you (clarification): Which measure of sales do you mean?")
+        card = page.locator("#agentstack-agents .agentstack-decision")
+        card.locator("textarea.agentstack-answer").fill("revenue")
+        card.locator("button.agentstack-send").click()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert out.strip() == "completed", err
+    done = page.locator(".Toastify__toast").filter(has_text="Agent run completed")
+    expect(done).to_be_visible()
+    shown = done.inner_text()
+    assert f"Agent run completed: {TYPED[:99].rstrip()}…" in shown, shown  # as typed, cut with an ellipsis
+    assert "`" not in shown and "**" not in shown, shown
