@@ -70,7 +70,7 @@ BASE_CSS = """
  background:color-mix(in srgb,var(--jp-success-color1) 8%,var(--jp-layout-color1))}
 .agentstack-tree .agentstack-answer-box.partial{border-left-color:var(--jp-warn-color1);
  background:color-mix(in srgb,var(--jp-warn-color1) 8%,var(--jp-layout-color1))}
-.agentstack-tree .agentstack-problem{color:var(--jp-content-font-color1);padding-left:6px;
+.agentstack-tree .agentstack-problem{color:var(--jp-content-font-color1);padding-left:6px;white-space:pre-wrap;
  border-left:3px solid var(--jp-error-color1)}
 .agentstack-tree .agentstack-problem.stopped{border-left-color:var(--jp-border-color1)}
 .agentstack-tree .agentstack-code-box{font-family:var(--jp-code-font-family),monospace;
