@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from agentstack_lab.errors import UsageError
 
-__all__ = ["SQLITE_INT_MAX", "as_dict", "as_dicts", "check_float", "check_int", "check_threshold", "decode_utf8", "seconds_text", "excerpt"]
+__all__ = ["SQLITE_INT_MAX", "as_dict", "as_dicts", "check_float", "check_int", "check_threshold", "decode_utf8", "seconds_text", "excerpt", "typed_prompt"]
 
 SQLITE_INT_MAX = 2**63 - 1  # the largest integer SQLite binds (a signed 64-bit int)
 
@@ -114,15 +114,40 @@ def seconds_text(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
-_MARKS = re.compile(r"\*\*|__")  # Markdown strong emphasis: an excerpt is plain text
+_MARKS = re.compile(r"\*\*|__|`")  # Markdown strong emphasis and code spans: an excerpt is plain text
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*(\n|$)", re.M)
+_KERNEL_VARIABLES = "\n\nKernel variables ("
+_DESCRIBED = re.compile(r"^- `([A-Za-z_]\w*)`", re.M)
 
 
 def excerpt(text: str | None, limit: int = 80) -> str:
-    """One line of at most ``limit`` characters, from the first paragraph (code fences and ``**`` dropped)."""
+    """One line of at most ``limit`` characters, from the first paragraph (code fences, backticks and ``**`` dropped).
+
+    A cut line ends with an ellipsis.
+    """
     text = _MARKS.sub("", _FENCE.sub("", (text or "").strip())).strip()
-    flat = " ".join(text.split("\n\n", 1)[0].split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    first, *rest = text.split("\n\n", 1)
+    flat = " ".join(first.split())
+    if len(flat) <= limit:
+        return flat + (" …" if rest and rest[0].strip() and flat else "")
+    return flat[: limit - 1].rstrip() + "…"
+
+
+def typed_prompt(prompt: str | None) -> str:
+    """The prompt as the person typed it: ``@df`` again, without the kernel-variable descriptions appended.
+
+    ``%agent How are sales doing in @df?`` sends the model ``How are sales doing in `df`?`` and a
+    "Kernel variables" block describing ``df``; titles show what was typed.
+    """
+    text = prompt or ""
+    cut = text.rfind(_KERNEL_VARIABLES)
+    if cut < 0:
+        return text
+    names = _DESCRIBED.findall(text[cut:])
+    head = text[:cut]
+    for name in names:
+        head = re.sub(rf"(?<![\w@`])`{re.escape(name)}`(?!`)", "@" + name, head)
+    return head
 
 
 def as_dict(value: object) -> dict[str, Any]:

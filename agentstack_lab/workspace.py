@@ -11,8 +11,8 @@ directory, or ``$AGENTSTACK_CONFIG``) and puts the database at
 ``.agentstack/agentstack.db`` next to it (or under the working directory when there
 is no file). The database is opened on first use, and its absolute path is printed
 to stderr the first time this process opens it (``announce=False`` keeps quiet; the notebook
-passes ``announce="stdout"``, as it is information, not an error), with
-"(new)" when the file is being created. It is never an in-memory database.
+passes ``announce="stdout"``, as it is information, not an error, and then prints it only when the
+file is new or is not the one in the notebook's own folder), with "(new)" when the file is being created. It is never an in-memory database.
 
 An IPython shell (a Jupyter kernel, terminal IPython) has one workspace that Python code and the
 magics share: :func:`for_shell` opens it on first use and keeps it on the shell, and the module is
@@ -187,7 +187,10 @@ class Workspace:
                     existed = Path(self.db_path).is_file()
                     self._db = SQLiteDatabase(self.db_path)
                     key = str(self.db_path)
-                    if self.announce and key not in Workspace._announced:
+                    # the notebook says so only when it is news: a new file, or one outside the notebook's folder
+                    usual = (self.announce == "stdout" and existed
+                             and Path(self.db_path).resolve().parent.parent == Path.cwd().resolve())
+                    if self.announce and not usual and key not in Workspace._announced:
                         Workspace._announced.add(key)
                         print(f"agentstack-lab: using database {key}{'' if existed else ' (new)'}",
                               file=sys.stdout if self.announce == "stdout" else sys.stderr)

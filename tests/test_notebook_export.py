@@ -19,6 +19,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from agentstack_lab.notebook.snapshot import SNAPSHOT_MIME
+from agentstack_lab.notebook.tree import inert_markdown
 from tests.notebook_helpers import ASKING_PROVIDER, notebook, run_cells
 
 JUPYTER = Path(sys.executable).with_name("jupyter")
@@ -96,7 +97,7 @@ def test_each_run_output_holds_its_final_tree_and_no_widget(executed, tag):
     usage = run["tree"]["usage"]
     assert snap["roots"][0]["usage"]["outputTokens"] == int(usage.get("output_tokens") or usage["outputTokens"])
     assert data["text/plain"].startswith("✓ ") and "[completed]" in data["text/plain"].splitlines()[0]
-    assert run["result"].splitlines()[0] in data["text/markdown"]
+    assert inert_markdown(run["result"]).splitlines()[0] in data["text/markdown"]  # as Markdown, its HTML as text
 
 
 def _answer_lines(runs):
@@ -110,7 +111,9 @@ def test_markdown_export_shows_the_final_trees_as_markdown(executed):
     assert "<div" not in md.lower() and "<style" not in md.lower()
     assert md.count("[completed]") >= 3 and "pending" not in md and "0 in / 0 out" not in md
     for line in _answer_lines(runs):
-        assert line in md
+        assert inert_markdown(line) in md
+    # the answer is Markdown (not a fenced block of raw ** and fences); its HTML is text
+    assert "The year is **2024**. &lt;script>" in md and "```text\nThe year is" not in md
     assert md.count("**Agent tree**") == 3
 
 
@@ -130,7 +133,8 @@ def test_html_export_shows_the_final_trees(executed):
     text = html.unescape(re.sub(r"<[^>]+>", "", visible))
     assert text.count("[completed]") >= 3 and "pending" not in text and "0 in / 0 out" not in text
     for line in _answer_lines(runs):
-        assert line in text
+        assert line.replace("**", "") in text
+    assert "The year is <strong>2024</strong>." in body  # the answer's Markdown is rendered
     assert text.count("Agent tree") == 3
     assert f'<script type="{WIDGET_VIEW}">' not in page  # no widget view to draw as an empty area
 

@@ -26,7 +26,7 @@ def test_quickstart_runs_headless_with_final_widget_state(workdir):
     nb = run_quickstart(workdir / "quickstart.ipynb")  # what `make demo` runs
     saved = valid_notebook(workdir / "quickstart.executed.ipynb")  # what `make demo` writes validates
     assert cell_text(saved, "agent-tree") == cell_text(nb, "agent-tree")
-    assert cell_text(nb, "agent-tree", streams=False).startswith("✓ researcher [completed] How are sales trending in `df`?")
+    assert cell_text(nb, "agent-tree", streams=False).startswith("✓ researcher [completed] How are sales trending in @df?")
     # the tree is drawn once in the whole notebook: by the `--wait` cell itself, nothing shows it again
     drawn = [(c.metadata.get("tags"), o) for c in nb.cells if c.cell_type == "code" for o in c.outputs
              if SNAPSHOT_MIME in o.get("data", {})]
@@ -48,7 +48,7 @@ def test_quickstart_runs_headless_with_final_widget_state(workdir):
     assert "application/vnd.jupyter.widget-view+json" not in tree_out["data"]
     assert tree_out["data"][SNAPSHOT_MIME]["final"] is True
     text = tree_out["data"]["text/plain"].splitlines()
-    assert text[0].startswith("✓ researcher [completed] How are sales trending in `df`?")
+    assert text[0].startswith("✓ researcher [completed] How are sales trending in @df?")  # as typed
     assert sum(line.lstrip("│├└─ ").startswith("✓ ") for line in text) == 4
     assert "```text" in tree_out["data"]["text/markdown"]
 

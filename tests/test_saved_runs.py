@@ -46,8 +46,8 @@ def test_wait_output_carries_the_final_tree_in_every_format(executed):
     assert "application/vnd.jupyter.widget-view+json" not in data and "text/html" not in data
     markdown = data["text/markdown"]
     assert "**Agent tree**" in markdown and "2024" in markdown
-    outside_fences = markdown.split("```")[::2]  # model text only ever inside fenced blocks
-    assert "<script" in markdown and not any("<script" in part or "onerror" in part for part in outside_fences)
+    outside_fences = markdown.split("```")[::2]  # the answer is Markdown whose HTML is text: "<" as "&lt;"
+    assert "&lt;script" in markdown and not any("<script" in part or "<img" in part for part in outside_fences)
 
 
 @pytest.mark.slow

@@ -227,7 +227,8 @@ def test_mimebundle_has_text_fallbacks(sent):
     bundle = tree._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/plain"].startswith("✓ researcher [completed] q")
-    assert "````text\nA ```fenced``` answer <script>\n````" in bundle["text/markdown"]
+    # the answer as Markdown whose HTML is text (its code span kept as written)
+    assert "**Answer**\n\nA ```fenced``` answer &lt;script>" in bundle["text/markdown"]
 
 
 class _Run:

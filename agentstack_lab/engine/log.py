@@ -229,11 +229,11 @@ def read_events(db: Database, run_id: str, *, after_seq: int = 0) -> list[tuple[
     return [(r[0], from_wire(json.loads(r[1]))) for r in rows]  # type: ignore[misc]
 
 
-def rebuild_tree(db: Database, run_id: str) -> dict[str, Any]:
-    """The run's agent tree rebuilt from the event log alone."""
+def rebuild_tree(db: Database, run_id: str, *, details: bool = False) -> dict[str, Any]:
+    """The run's agent tree rebuilt from the event log alone (``details``: with each agent's tool calls)."""
     from agentstack_lab.engine.state import tree_from_events
 
-    return tree_from_events([ev for _, ev in read_events(db, run_id)])
+    return tree_from_events([ev for _, ev in read_events(db, run_id)], details=details)
 
 
 def list_runs(db: Database, limit: int = 20) -> list[dict[str, Any]]:

@@ -139,8 +139,12 @@ def snapshot_tree(nodes: dict[str, AgentNode], root_id: str | None) -> dict[str,
     return _nest({i: n.state(with_content=True) for i, n in nodes.items()}, root_id)
 
 
-def tree_from_events(events: list[Any]) -> dict[str, Any]:
-    """Rebuild the tree snapshot from outbound events (dataclasses or wire dicts) alone."""
+def tree_from_events(events: list[Any], *, details: bool = False) -> dict[str, Any]:
+    """Rebuild the tree snapshot from outbound events (dataclasses or wire dicts) alone.
+
+    ``details``: each agent also gets ``tools``, its tool calls as :func:`~.transcript.tool_record`
+    makes them (the code that ran, its output and traceback), for the views of a saved run.
+    """
     flat: dict[str, dict[str, Any]] = {}
     root_id = None
     for ev in events:
@@ -157,6 +161,12 @@ def tree_from_events(events: list[Any]) -> dict[str, Any]:
             flat[ev.agent_id]["result"] = ev.result
         elif isinstance(ev, ErrorEvent) and ev.agent_id in flat:
             flat[ev.agent_id]["error"] = ev.error
+    if details:
+        from agentstack_lab.engine.transcript import tool_records
+
+        for agent_id, records in tool_records(events).items():
+            if agent_id in flat:
+                flat[agent_id]["tools"] = records
     return _nest(flat, root_id)
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentstack_lab.engine.options import HeadlessQueryError
 from agentstack_lab.engine.threads import thread_call
+from agentstack_lab.engine.transcript import EDITED_NOTE
 from agentstack_lab.events import ToolCall, ToolName, ToolResult
 from agentstack_lab.providers.base import ToolResultBlock, ToolSpec, ToolUseEvent
 from agentstack_lab.redaction import redact
@@ -42,7 +43,6 @@ _STORE: ToolName = "memory_store"
 MODEL_LIMIT = 8000  # characters of a python tool result the model sees (head + tail)
 SNIPPET = 300  # characters of each memory hit in the model's text
 _APPROVAL_PROMPT = "Run this Python code?"
-EDITED_NOTE = "(The user edited the code before it ran.)"  # told to the model, never shown as the code's output
 
 _PYTHON_DOC = ("Run Python code. {where} The value of the last expression is returned with stdout, stderr "
                "and any error.{fork}")

@@ -23,7 +23,7 @@ import ipywidgets as W
 from agentstack_lab.events import TERMINAL
 from agentstack_lab.notebook.render import pill
 from agentstack_lab.notebook.sanitize import escape
-from agentstack_lab.notebook.tree import excerpt
+from agentstack_lab.notebook.tree import excerpt, typed_prompt
 
 __all__ = ["TERMINAL_STATUSES", "EarlierRuns", "alive", "cell_request", "claim_cell", "output_gone"]
 
@@ -90,7 +90,7 @@ class EarlierRuns(W.VBox):
             status = W.HTML(pill(run.status))
             status.add_class("agentstack-badge")
             title = W.HTML(f'<div title="{escape(run.id)}" style="overflow-wrap:anywhere"><b>{escape(run.agent_type)}'
-                           f"</b> · {escape(excerpt(run.prompt, 120))}</div>",
+                           f"</b> · {escape(excerpt(typed_prompt(run.prompt), 120))}</div>",
                            layout=W.Layout(flex="1 1 9em", min_width="0", margin="2px 6px"))
             title.add_class("agentstack-title")
             stop = W.Button(description="Stop", tooltip="stop this earlier run", layout=W.Layout(width="auto"))

@@ -14,16 +14,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentstack_lab.engine.tools import EDITED_NOTE
+from agentstack_lab.engine.transcript import MAX_TEXT, user_frames
 from agentstack_lab.events import STATUS_LABELS
 from agentstack_lab.notebook.codeview import diff_html, diff_stats, highlighted_box
 from agentstack_lab.notebook.sanitize import escape, markdown_to_html
-from agentstack_lab.notebook.tree import NodeState, ToolCallState, excerpt
+from agentstack_lab.notebook.tree import NodeState, ToolCallState, excerpt, typed_prompt
 
-__all__ = ["THEME_CSS", "STATUS_VARS", "STATUS_LABELS", "CODE_PREVIEW_LINES", "pill", "markdown", "code_box",
-           "tool_title", "tool_body", "where_code_runs", "qa_html", "source_label", "MAX_TOOL_TEXT", "node_title"]
+__all__ = ["THEME_CSS", "BASE_CSS", "status_css", "STATUS_VARS", "STATUS_LABELS", "CODE_PREVIEW_LINES", "pill", "markdown", "code_box",
+           "tool_title", "record_title", "tool_body", "record_html", "traceback_html", "failed_flag", "where_code_runs", "qa_html", "answers_html", "source_label", "MAX_TOOL_TEXT", "node_title"]
 
-MAX_TOOL_TEXT = 4000
+MAX_TOOL_TEXT = MAX_TEXT
 CODE_PREVIEW_LINES = 12  # longer code shows this many lines and a "Show all N lines" control
 STATUS_VARS = {
     "pending": "--jp-border-color1", "running": "--jp-brand-color1", "waiting_user": "--jp-warn-color0",
@@ -35,9 +35,16 @@ SOURCE_LABELS = {"user": "by you", "answers": "from the answers given up front",
                  "widget": "by you", "options": "from the answers given up front", "python": "from Python",
                  "policy": "by the run's on_query policy"}
 
-_STATUS_CSS = "".join(
-    f".agentstack-tree .s-{s}{{--agentstack-c:var({v})}}" for s, v in STATUS_VARS.items())
-THEME_CSS = "<style>" + _STATUS_CSS + """
+
+
+def status_css(statuses: Any = None) -> str:
+    """The rules that give each status (all, or only ``statuses``) its colour variable."""
+    return "".join(f".agentstack-tree .s-{s}{{--agentstack-c:var({v})}}" for s, v in STATUS_VARS.items()
+                   if statuses is None or s in statuses)
+
+
+_STATUS_CSS = status_css()
+BASE_CSS = """
 .agentstack-tree{color:var(--jp-ui-font-color0);font-size:var(--jp-ui-font-size1)}
 .agentstack-tree .agentstack-node{border-left:3px solid var(--agentstack-c,var(--jp-border-color1));
  padding-left:6px;margin:2px 0}
@@ -50,14 +57,21 @@ THEME_CSS = "<style>" + _STATUS_CSS + """
  animation:agentstack-spin 1s linear infinite;vertical-align:-1px;box-sizing:border-box}
 @keyframes agentstack-spin{to{transform:rotate(360deg)}}
 @media (prefers-reduced-motion:reduce){.agentstack-tree .agentstack-spinner{animation:none}}
-.agentstack-tree .agentstack-prose{line-height:1.45;color:var(--jp-content-font-color1)}
+.agentstack-tree .agentstack-prose{line-height:1.45;color:var(--jp-content-font-color1);white-space:normal}
+.agentstack-tree .agentstack-prose>:first-child{margin-top:.3em}.agentstack-tree .agentstack-prose>:last-child{margin-bottom:.3em}
+.agentstack-tree .jupyter-widget-Collapse-header,.agentstack-tree .lm-AccordionPanel-title,
+.agentstack-tree .p-Collapse-header{color:var(--jp-ui-font-color1)}
+.agentstack-tree .agentstack-failed-flag{color:var(--jp-ui-font-color0);border:1px solid var(--jp-error-color1);
+ background:color-mix(in srgb,var(--jp-error-color1) 14%,var(--jp-layout-color1));border-radius:8px;padding:0 6px;
+ margin-right:4px;font-size:85%;white-space:nowrap}
+.agentstack-tree .agentstack-node.agentstack-code-failed{border-left-color:var(--jp-error-color1)}
 .agentstack-tree .agentstack-prose pre{white-space:pre;overflow-x:auto}
 .agentstack-tree .agentstack-answer-box{border-left:4px solid var(--jp-success-color1);padding:4px 8px;
  color:var(--jp-content-font-color1);
  background:color-mix(in srgb,var(--jp-success-color1) 8%,var(--jp-layout-color1))}
 .agentstack-tree .agentstack-answer-box.partial{border-left-color:var(--jp-warn-color1);
  background:color-mix(in srgb,var(--jp-warn-color1) 8%,var(--jp-layout-color1))}
-.agentstack-tree .agentstack-problem{color:var(--jp-content-font-color1);padding-left:6px;
+.agentstack-tree .agentstack-problem{color:var(--jp-content-font-color1);padding-left:6px;white-space:pre-wrap;
  border-left:3px solid var(--jp-error-color1)}
 .agentstack-tree .agentstack-problem.stopped{border-left-color:var(--jp-border-color1)}
 .agentstack-tree .agentstack-code-box{font-family:var(--jp-code-font-family),monospace;
@@ -71,7 +85,8 @@ THEME_CSS = "<style>" + _STATUS_CSS + """
 .agentstack-tree .agentstack-qa .widget-html-content,.agentstack-tree .agentstack-card .widget-html-content{
  line-height:1.4}
 .agentstack-tree .agentstack-hint{color:var(--jp-ui-font-color1);font-size:85%}
-</style>"""
+"""
+THEME_CSS = "<style>" + _STATUS_CSS + BASE_CSS + "</style>"
 
 
 def pill(status: str) -> str:
@@ -100,10 +115,6 @@ def _plain(value: Any) -> str:
         return repr(value)
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_TOOL_TEXT else text[:MAX_TOOL_TEXT] + f"\n… [{len(text) - MAX_TOOL_TEXT} more]"
-
-
 def source_label(source: Any) -> str:
     """Who answered: ``by you``, ``from the terminal`` ... (unknown surfaces by name)."""
     return SOURCE_LABELS.get(str(source), f"from {source}") if source else "by you"
@@ -123,6 +134,17 @@ def tool_title(call: ToolCallState, by: str | None = None) -> str:
     return f"{call.tool} {mark}" + touched
 
 
+def record_title(rec: dict[str, Any]) -> str:
+    """A saved tool call's one line: ``python ✗ · edited · created a`` (what :func:`tool_title` says live)."""
+    mark = "…" if not rec.get("done") else ("✗" if rec.get("traceback") else "✓")
+    decision = rec.get("decision")
+    if decision == "rejected":
+        return f"{rec.get('tool')} · rejected"
+    if decision == "cancelled":
+        return f"{rec.get('tool')} ■ · cancelled"
+    return f"{rec.get('tool')} {mark}" + (" · edited" if decision == "edited" else "")
+
+
 def touched_names(output: Any, limit: int = 6) -> str:
     """`` · created a · changed df · deleted b`` from a python result's ``changes`` (at most ``limit`` names each)."""
     changes = output.get("changes") if isinstance(output, dict) else None
@@ -138,46 +160,60 @@ def touched_names(output: Any, limit: int = 6) -> str:
 
 
 def tool_body(call: ToolCallState) -> str:
-    """The code that actually ran (the edited version after Edit), then its stdout and traceback."""
-    code = call.ran_code
+    """The code that actually ran (the edited version after Edit), then its output and traceback."""
+    return record_html(call.record())
+
+
+def traceback_html(traceback: str) -> str:
+    """A traceback trimmed to the agent's own frames, the whole one a click away (when anything was left out)."""
+    mine = user_frames(traceback)
+    if mine is None:
+        return f"<b>traceback</b>{code_box(traceback)}"
+    return (f'<b>traceback</b> <span class="agentstack-quiet">(your code\'s frames)</span>{code_box(mine)}'
+            f'<details class="agentstack-full-traceback"><summary>full traceback</summary>{code_box(traceback)}'
+            "</details>")
+
+
+def record_html(rec: dict[str, Any]) -> str:
+    """One tool call's record (:func:`~agentstack_lab.engine.transcript.tool_record`) as HTML, model text escaped."""
+    code, decision = rec.get("code"), rec.get("decision")
     parts = []
-    edited = call.decision == "edited"
-    if code is not None:
+    edited = decision == "edited"
+    if isinstance(code, str):
         # -- the code (highlighted), and an edit's badge and diff against the model's original (notebook/codeview.py)
         label = "code that ran (edited)" if edited else "code"
         badge = '<span class="agentstack-edited-badge">edited</span>' if edited else ""
-        shown = highlighted_box(code) if call.tool == "python" else code_box(code)
+        shown = highlighted_box(code) if rec.get("tool") == "python" else code_box(code)
         parts.append(f"<b>{label}</b>{badge}{shown}")
-        original = call.input.get("code") if isinstance(call.input, dict) else None
+        original = rec.get("original")
         if edited and isinstance(original, str) and original != code:
             added, removed = diff_stats(original, code)
             parts.append(f"<b>your edit</b> <span class=\"agentstack-diff-stat\">+{added} −{removed} lines against the "
                          f"model's original</span>{diff_html(original, code)}")
             parts.append(f"<details><summary>the model's original</summary>{highlighted_box(original)}</details>")
-    else:
-        parts.append(f"<b>input</b>{code_box(_clip(_plain(call.input)))}")
-    if not call.done:
+    elif rec.get("input") is not None:
+        parts.append(f"<b>input</b>{code_box(str(rec['input']))}")
+    output, traceback = rec.get("output"), rec.get("traceback")
+    if not rec.get("done"):
         parts.append("<i>running…</i>")
-    elif call.decision == "rejected":
+    elif decision == "rejected":
         parts.append("<i>not run: rejected</i>")
-    elif call.cancelled:
-        why = call.output.get("reason") if isinstance(call.output, dict) else None
-        parts.append(f"<i>cancelled{': ' + escape(str(why)) if why else ''}</i>")
+    elif decision == "cancelled":
+        parts.append(f"<i>{escape(str(output or 'cancelled'))}</i>")
     else:
-        out = call.output
-        text = out.get("text") if isinstance(out, dict) and isinstance(out.get("text"), str) else None
-        if text is not None and edited and text.startswith(EDITED_NOTE + "\n"):  # a log written before the marker
-            text = text[len(EDITED_NOTE) + 1:]
-        if text is None and out is not None:
-            if isinstance(out, dict):
-                out = {k: v for k, v in out.items()
-                       if not (v is None or (isinstance(v, (str, list, dict)) and not v))}
-            text = _plain(out)
-        if call.error and (text is None or call.error not in text):
-            text = f"{text}\n{call.error}" if text else call.error
-        label = "output and error" if call.error else "output"
-        parts.append(f"<b>{label}</b>{code_box(_clip(text or '(no output)'))}")
+        if output or not traceback:
+            parts.append(f"<b>output</b>{code_box(str(output or '(no output)'))}")
+        if traceback:
+            parts.append(traceback_html(str(traceback)))
     return "".join(parts)
+
+
+def failed_flag(own: int, below: int = 0) -> str:
+    """The header's mark for code that raised: in this agent, or in its subagents (empty when none did)."""
+    if not own and not below:
+        return ""
+    text = ("code failed" + (f" ×{own}" if own > 1 else "")) if own else "code failed in a subagent"
+    return f'<span class="agentstack-failed-flag" title="{text}: open the transcript for the traceback">✗ {text}</span> '
 
 
 def where_code_runs(executor: str | None) -> str:
@@ -191,10 +227,14 @@ def where_code_runs(executor: str | None) -> str:
 
 def qa_html(node: NodeState) -> str:
     """The questions this agent asked and how they were answered, each folded to one line."""
+    return answers_html(node.answers, [t.decision for t in node.tools if t.tool == "python"])
+
+
+def answers_html(answers: list[dict[str, Any]], decisions: list[str | None]) -> str:
+    """Questions and their answers (``metadata.answers``), each folded to one line; ``decisions`` of the python calls, in order."""
     items = []
-    calls = [t for t in node.tools if t.tool == "python"]
     approvals = 0
-    for a in node.answers:
+    for a in answers:
         kind, question, answer = a.get("kind"), str(a.get("question") or ""), a.get("answer")
         by = source_label(a.get("source"))
         if a.get("state") == "cancelled":  # the agent stopped while it waited: nobody answered
@@ -207,37 +247,35 @@ def qa_html(node: NodeState) -> str:
                          "</details>")
             continue
         if kind == "approval":
-            call = calls[approvals] if approvals < len(calls) else None
+            decided = decisions[approvals] if approvals < len(decisions) else None
             approvals += 1
             ok = answer.get("approved") if isinstance(answer, dict) else answer
-            word = (call.decision if call is not None and call.decision else
-                    ("approved" if ok is True or str(ok).lower() in ("approve", "approved", "yes", "y", "ok", "run")
-                     else "rejected"))
-            summary = f"Code {word} {by}"
+            word = decided or ("approved" if ok is True or str(ok).lower() in ("approve", "approved", "yes", "y", "ok", "run")
+                               else "rejected")
+            summary = escape(f"Code {word} {by}")
             shown = word
         else:
             if answer in (None, ""):
                 continue
             shown = _plain(answer)
-            summary = f"{escape(excerpt(question, 60))} → {escape(excerpt(shown, 40))} ({by})"
-            items.append(f'<details class="agentstack-qa-item"><summary>{summary}</summary>'
-                         f"<div><b>Q:</b> {escape(question)}</div><div><b>A:</b> {escape(shown)}</div></details>")
-            continue
-        items.append(f'<details class="agentstack-qa-item"><summary>{escape(summary)}</summary>'
+            summary = f"{escape(excerpt(question, 60))} → {escape(excerpt(shown, 40))} ({escape(by)})"
+        items.append(f'<details class="agentstack-qa-item"><summary>{summary}</summary>'
                      f"<div><b>Q:</b> {escape(question)}</div><div><b>A:</b> {escape(shown)}</div></details>")
     return "".join(items)
 
 
-def node_title(node: NodeState, collapsed_result: bool) -> str:
-    """Agent type and prompt excerpt (never an internal id), clamped to two lines.
+def node_title(node: NodeState, collapsed_result: bool, failed_below: int = 0) -> str:
+    """Agent type and the prompt as typed (never an internal id, nor the kernel-variable descriptions), two lines at most.
 
     A folded finished subagent adds an excerpt of its result; the whole prompt excerpt is the tooltip.
+    Code that raised, in this agent or (``failed_below``) its subagents, is flagged first.
     """
-    prompt = escape(excerpt(node.prompt, 200))
+    prompt = escape(excerpt(typed_prompt(node.prompt), 200))
     marks = "".join(f'<span class="agentstack-flag" style="border:1px solid var(--jp-warn-color1);'
                     f'color:var(--jp-ui-font-color0);border-radius:8px;padding:0 6px;margin-right:4px;'
                     f'font-size:85%;white-space:nowrap">{escape(b)}</span>' for b in node.badges)
-    text = marks + f"<b>{escape(node.type)}</b>" + (f" · {prompt}" if prompt else "")
+    text = failed_flag(node.code_failed, failed_below) + marks + f"<b>{escape(node.type)}</b>" + (
+        f" · {prompt}" if prompt else "")
     if node.follows is not None:  # a follow-up (``run.ask`` / ``%agent --continue``): the question it continues
         text = (f'<span class="agentstack-quiet">↪ follow-up to “{escape(excerpt(node.follows, 80))}”</span><br>'
                 + text)

@@ -11,12 +11,14 @@ are the fallback for front ends without widgets and what ``make demo`` prints.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentstack_lab.engine.state import token_text, tree_scope
+from agentstack_lab.engine.transcript import code_failed, tool_record
 from agentstack_lab.events import (
     TERMINAL,
     AgentCompleted,
@@ -29,10 +31,10 @@ from agentstack_lab.events import (
 )
 from agentstack_lab.providers.base import combine_basis
 from agentstack_lab.providers.prices import Cost, PriceTable, run_model
-from agentstack_lab.validation import excerpt
+from agentstack_lab.validation import excerpt, typed_prompt
 
 __all__ = ["NodeState", "ToolCallState", "TreeState", "tree_to_text", "tree_to_markdown", "excerpt", "format_elapsed",
-           "STATUS_ICONS", "activity", "STEP_LABELS", "badges"]
+           "STATUS_ICONS", "activity", "STEP_LABELS", "badges", "typed_prompt", "inert_markdown"]
 
 STATUS_ICONS = {
     "pending": "○", "running": "◐", "waiting_user": "?", "paused": "⏸", "completed": "✓", "failed": "✗",
@@ -109,6 +111,10 @@ class ToolCallState:
             return "edited"
         return "approved"
 
+    def record(self) -> dict[str, Any]:
+        """What a saved tree keeps of this call (:func:`~agentstack_lab.engine.transcript.tool_record`)."""
+        return tool_record(self.tool, self.input, self.output, self.error, self.done)
+
 
 @dataclass
 class NodeState:
@@ -142,6 +148,11 @@ class NodeState:
     ended_at: float | None = None
     badges: list[str] = field(default_factory=list)  # control-plane facts: drift warnings, consensus checkpoints
     follows: str | None = None  # a follow-up root: the question it follows (``metadata.continuesPrompt``)
+
+    @property
+    def code_failed(self) -> int:
+        """How many of this agent's python calls ran and raised."""
+        return code_failed(t.record() for t in self.tools if t.tool == "python" and t.done)
 
     @property
     def pending_query(self) -> UserQuery | None:
@@ -352,7 +363,7 @@ class TreeState:
                 "id": n.id, "parentId": n.parent_id, "type": n.type, "status": n.status, "prompt": n.prompt,
                 "content": n.content, "result": n.result, "error": n.error, "depth": n.depth,
                 "usage": usage, "cost": self.subtree_cost(node_id).to_wire(), "elapsed": n.elapsed(self._clock()),
-                "tools": [{"tool": t.tool, "error": t.error, "done": t.done} for t in n.tools],
+                "tools": [t.record() for t in n.tools], "answers": list(n.answers),
                 "badges": list(n.badges), "children": kids,
             }
 
@@ -423,7 +434,7 @@ def tree_to_text(tree: dict[str, Any] | list[dict[str, Any]] | None, *, width: i
         if marks is None and isinstance(node.get("metadata"), dict):  # an AgentRun.tree snapshot
             marks = badges(node["metadata"])
         lines.append(f"{prefix}{branch}{STATUS_ICONS.get(status, '·')} {node.get('type', 'agent')} [{status}] "
-                     f"{excerpt(node.get('prompt'), 60)}" + "".join(f" [{m}]" for m in marks or ())
+                     f"{excerpt(typed_prompt(node.get('prompt')), 60)}" + "".join(f" [{m}]" for m in marks or ())
                      + (f"  ({usage})" if usage else ""))
         child_prefix = prefix + ("" if top else ("   " if last else "│  "))
         detail = node.get("error") if status in ("failed", "stopped") else node.get("result")
@@ -446,19 +457,64 @@ def _fence(text: str) -> str:
     return "`" * ticks
 
 
-def tree_to_markdown(tree: dict[str, Any] | list[dict[str, Any]] | None) -> str:
-    """Markdown rendering: the tree as an inert code block, then the root's answer, also fenced.
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
 
-    Model output is untrusted, so it only ever appears inside fenced blocks (never as live
-    Markdown or HTML).
+
+def inert_markdown(text: str) -> str:
+    """Markdown whose raw HTML is text: every ``<`` outside code becomes ``&lt;``, code blocks and spans kept.
+
+    A renderer then shows ``<script>`` as the characters it is; emphasis, lists, links and fenced code
+    still render (a renderer's own URL checks apply to links).
+    """
+    out: list[str] = []
+    chunk: list[str] = []
+    fence: str | None = None
+
+    def flush() -> None:
+        if chunk:
+            prose = "".join(chunk)
+            parts, at = [], 0
+            for m in _CODE_SPAN.finditer(prose):
+                parts += [prose[at:m.start()].replace("<", "&lt;"), m.group(0)]
+                at = m.end()
+            out.append("".join(parts) + prose[at:].replace("<", "&lt;"))
+            chunk.clear()
+
+    for line in text.splitlines(keepends=True):
+        opened = _FENCE_OPEN.match(line)
+        if fence is None and opened:
+            flush()
+            fence = opened.group(1)
+            out.append(line)
+        elif fence is not None:
+            out.append(line)
+            if line.strip().startswith(fence[0] * len(fence)) and not line.strip().strip(fence[0]):
+                fence = None
+        elif line.startswith(("    ", "\t")):
+            flush()
+            out.append(line)  # an indented code line (or a list item's continuation): no HTML there either way
+        else:
+            chunk.append(line)
+    flush()
+    return "".join(out)
+
+
+def tree_to_markdown(tree: dict[str, Any] | list[dict[str, Any]] | None) -> str:
+    """Markdown rendering: the tree as an inert code block, then the root's answer as Markdown.
+
+    Model output is untrusted: the answer is :func:`inert_markdown` (its HTML shows as text), an
+    error is fenced.
     """
     roots = _as_list(tree)
     text = tree_to_text(roots)
     fence = _fence(text)
     parts = [f"**Agent tree**\n\n{fence}text\n{text}\n{fence}"]
     for root in roots:
-        answer = root.get("result") or root.get("error")
-        if answer:
-            f = _fence(answer)
-            parts.append(f"**{'Answer' if root.get('result') else 'Error'}**\n\n{f}text\n{answer}\n{f}")
+        if root.get("result"):
+            parts.append(f"**Answer**\n\n{inert_markdown(str(root['result']))}")
+        elif root.get("error"):
+            error = str(root["error"])
+            f = _fence(error)
+            parts.append(f"**Error**\n\n{f}text\n{error}\n{f}")
     return "\n\n".join(parts)

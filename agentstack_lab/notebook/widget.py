@@ -222,8 +222,7 @@ class NodeView:
                     self._on_toggle(None, auto=True)  # a finished subagent folds to its header line
         root = node.parent_id is None
         _hidden(self.stop, not root or node.status in TERMINAL or self._asking)
-        folded = node.parent_id is not None and node.status in TERMINAL and self.body.layout.display == "none"
-        _set(self.title, "value", node_title(node, folded))
+        self.update_title(node)
         self.update_meta(node, now)
         self._update_transcript(node)
         if node.result is not None and not self._folded:
@@ -245,6 +244,15 @@ class NodeView:
             cls = "agentstack-problem" + (" stopped" if node.status == "stopped" else "")
             _set(self.error, "value", f'<div class="{cls}"><b>{escape(node.status)}:</b> {escape(node.error)}</div>')
         _hidden(self.error, not node.error)
+
+    def update_title(self, node: NodeState) -> None:
+        """The title (typed prompt, folded result) and the mark for code that raised here or below."""
+        folded = node.parent_id is not None and node.status in TERMINAL and self.body.layout.display == "none"
+        below = self.tree.failed_below(node.id)
+        _set(self.title, "value", node_title(node, folded, below))
+        failed = bool(node.code_failed or below)
+        if failed != ("agentstack-code-failed" in self.box._dom_classes):
+            (self.box.add_class if failed else self.box.remove_class)("agentstack-code-failed")
 
     def _update_result_actions(self, text: str | None) -> None:
         """One bar for the answer (a Markdown cell) and one per fenced code block in it (code cells)."""
@@ -418,6 +426,14 @@ class AgentTree(W.VBox):
             raise KeyError(f"no drawn node for agent {agent_id!r} (drawn: {', '.join(self._views) or 'none'})")
         return view
 
+    def failed_below(self, agent_id: str) -> int:
+        """How many python calls raised in the subagents of ``agent_id`` (all depths)."""
+        node = self.state.nodes.get(agent_id)
+        if node is None:
+            return 0
+        return sum(self.state.nodes[c].code_failed + self.failed_below(c) for c in node.children
+                   if c in self.state.nodes)
+
     @property
     def ticking(self) -> bool:
         """Whether the elapsed-time redraw is armed (it is while a followed run has agents at work)."""
@@ -508,9 +524,10 @@ class AgentTree(W.VBox):
         for node_id in self._ordered(dirty):
             self._view(node_id).update(self.state.nodes[node_id], now)
         ancestors = {p for i in dirty for p in self._ancestors(i)} - dirty
-        for node_id in ancestors:  # their subtree's token figure changed with a descendant's
+        for node_id in ancestors:  # their subtree's token figure (and code that raised below) changed
             if node_id in self._views:
                 self._views[node_id].update_meta(self.state.nodes[node_id], now)
+                self._views[node_id].update_title(self.state.nodes[node_id])
         self._update_hint()
         self._arm_ticker()
 

@@ -101,7 +101,8 @@ class RunHandler(BaseHandler):
 
         def read() -> tuple[str, Any, Any]:
             run_id = _resolve(self.db, run_ref, resolve_run)
-            tree = price_tree(rebuild_tree(self.db, run_id), PriceTable.from_config(self.state.workspace.config))
+            tree = price_tree(rebuild_tree(self.db, run_id, details=True),
+                              PriceTable.from_config(self.state.workspace.config))
             return run_id, tree, _recorded_options(self.db, run_id)
 
         run_id, tree, recorded = await self.state.off_loop(read)

@@ -22,7 +22,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   optional: [ILayoutRestorer, IRenderMimeRegistry],
   activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null, rendermime: IRenderMimeRegistry | null) => {
-    const panel = new AgentsPanel();
+    const panel = new AgentsPanel(rendermime);
     panel.title.icon = agentsIcon;
     panel.onReveal = () => app.shell.activateById(panel.id);
     app.shell.add(panel, 'left', { rank: 600 });

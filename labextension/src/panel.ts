@@ -7,6 +7,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { EventStream, IDecision, IDryRun, IRun, ITreeNode, post, request } from './api';
+import { IMarkdownHost, runNode, titleOf } from './runview';
 import { STATUS_LABELS, TERMINAL } from './vocabulary';
 
 
@@ -93,7 +94,7 @@ export class AgentsPanel extends Widget {
   readonly runEnded = new Set<(runId: string) => void>();
   error = '';
 
-  constructor() {
+  constructor(private markdown: IMarkdownHost | null = null) {
     super();
     this.id = 'agentstack-agents';
     this.addClass('agentstack-panel');
@@ -153,7 +154,7 @@ export class AgentsPanel extends Widget {
     const seen = this.seenDecisions ?? new Set<string>();
     for (const d of this.decisions) {
       if (!seen.has(d.id) && !first) {
-        Notification.warning(`An agent needs you (${d.kind}): ${d.prompt.slice(0, 120)}`, {
+        Notification.warning(`An agent needs you (${d.kind}): ${titleOf(d.prompt, 120)}`, {
           autoClose: false,
           actions: [{ label: 'Show', callback: () => this.reveal(d.runId) }]
         });
@@ -165,7 +166,7 @@ export class AgentsPanel extends Widget {
       const before = this.lastStatus.get(r.id);
       if (before !== undefined && !TERMINAL.includes(before) && TERMINAL.includes(r.status)) {
         const say = r.status === 'completed' ? Notification.success : Notification.error;
-        say(`Agent run ${r.status}: ${r.prompt.slice(0, 100)}`, {
+        say(`Agent run ${r.status}: ${titleOf(r.prompt, 100)}`, {
           autoClose: 8000,
           actions: [{ label: 'Show', callback: () => this.reveal(r.id) }]
         });
@@ -272,12 +273,12 @@ export class AgentsPanel extends Widget {
   }
 
   private treeNode(n: ITreeNode): HTMLElement {
-    const usage = n.usage || {};
-    const tokens = (usage.input_tokens || usage.inputTokens || 0) + (usage.output_tokens || usage.outputTokens || 0);
+    if (this.markdown) {
+      return runNode(n as any, this.markdown); // the run as the notebook's tree draws it, Markdown rendered
+    }
     return h('div', { class: `agentstack-tree-node s-${n.status}` },
-      h('div', {}, badge(n.status), ' ', h('b', {}, n.type), h('span', { class: 'agentstack-muted' }, ` ${tokens} tokens`),
+      h('div', {}, badge(n.status), ' ', h('b', {}, n.type), ' ', titleOf(n.prompt, 300),
         n.cost?.text ? h('span', { class: 'agentstack-muted agentstack-cost' }, ` · cost ${n.cost.text}`) : null),
-      h('div', { class: 'agentstack-muted' }, (n.prompt || '').slice(0, 300)),
       n.result ? h('div', { class: 'agentstack-result' }, n.result.slice(0, 2000)) : null,
       n.error ? h('div', { class: 'agentstack-error' }, n.error.slice(0, 500)) : null,
       ...(n.children || []).map(c => this.treeNode(c)));
@@ -317,9 +318,9 @@ export class AgentsPanel extends Widget {
       const waiting = r.waitingForYou || 0;
       table.append(h('div', { class: `agentstack-run${r.id === this.selected ? ' selected' : ''}`, 'data-run': r.id,
         onclick: () => this.showRun(r.id) },
-        h('div', {}, badge(r.status), ' ', h('span', { class: 'agentstack-run-prompt' }, r.prompt.slice(0, 80))),
+        h('div', {}, badge(r.status), ' ', h('span', { class: 'agentstack-run-prompt' }, titleOf(r.prompt, 80))),
         r.continues ? h('div', { class: 'agentstack-muted agentstack-follow-up' },
-          `↪ follow-up to “${(r.continuesPrompt || 'an earlier run').slice(0, 80)}”`) : null,
+          `↪ follow-up to “${r.continuesPrompt ? titleOf(r.continuesPrompt, 80) : 'an earlier run'}”`) : null,
         h('div', { class: 'agentstack-muted agentstack-run-meta' },
           `${origin(r.origin)} · ${elapsed(r)} · ${r.tokens || 0} tokens${r.cost?.text ? ` · cost ${r.cost.text}` : ''}`
           + ` · ${r.agents || 0} agents`,

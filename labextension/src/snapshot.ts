@@ -10,22 +10,15 @@ import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
-import { ICost, ITreeNode, request } from './api';
-import { badge, h } from './panel';
+import { ITreeNode, request } from './api';
+import { h } from './panel';
+import { IRunNode, runNode } from './runview';
 import { TERMINAL } from './vocabulary';
 
 export const SNAPSHOT_MIME = 'application/vnd.agentstack.tree+json';
 const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 
-interface ISnapNode {
-  id: string;
-  type: string;
-  status: string;
-  prompt?: string | null;
-  result?: string | null;
-  error?: string | null;
-  usage?: { inputTokens?: number; outputTokens?: number };
-  cost?: ICost;
+interface ISnapNode extends IRunNode {
   children?: ISnapNode[];
 }
 
@@ -43,28 +36,19 @@ function cut(s: string | null | undefined, n: number): string | null {
   return s.length <= n ? s : `${s.slice(0, n)}… (${s.length - n} more characters)`;
 }
 
-/** The server's tree (engine shape) → the snapshot shape the kernel writes. */
+/** The server's tree (engine shape, with each agent's tool calls) → the snapshot shape the kernel writes. */
 export function fromTree(t: ITreeNode): ISnapNode {
   const u = t.usage || {};
+  const any = t as any;
   return {
     id: t.id, type: t.type, status: t.status, prompt: cut(t.prompt, 2000), result: cut(t.result, 20000),
     error: cut(t.error, 4000),
-    usage: { inputTokens: u.inputTokens || u.input_tokens || 0, outputTokens: u.outputTokens || u.output_tokens || 0 },
+    usage: { inputTokens: u.inputTokens || u.input_tokens || 0, outputTokens: u.outputTokens || u.output_tokens || 0,
+      basis: u.basis },
     cost: t.cost,
+    tools: (any.tools || []).slice(-40), answers: any.answers || any.metadata?.answers || [],
     children: (t.children || []).map(fromTree)
   };
-}
-
-function snapNode(n: ISnapNode): HTMLElement {
-  const u = n.usage || {};
-  return h('div', { class: `agentstack-snapshot-node s-${n.status}` },
-    h('div', {}, badge(n.status), ' ', h('b', {}, n.type),
-      h('span', { class: 'agentstack-muted' }, ` ${u.inputTokens || 0} in / ${u.outputTokens || 0} out tokens`),
-      n.cost?.text ? h('span', { class: 'agentstack-muted agentstack-cost' }, ` · cost ${n.cost.text}`) : null),
-    n.prompt ? h('div', { class: 'agentstack-muted' }, n.prompt) : null,
-    n.result ? h('div', { class: 'agentstack-result' }, n.result) : null,
-    n.error ? h('div', { class: 'agentstack-error' }, n.error) : null,
-    ...(n.children || []).map(snapNode));
 }
 
 export class SnapshotRenderer extends Widget implements IRenderMime.IRenderer {
@@ -92,7 +76,7 @@ export class SnapshotRenderer extends Widget implements IRenderMime.IRenderer {
     this.staticView.node.replaceChildren(
       h('div', { class: 'agentstack-snapshot-head agentstack-muted' },
         snap.final ? 'Agent run (saved tree)' : 'Agent run (tree as saved while it ran)'),
-      ...snap.roots.map(snapNode));
+      ...snap.roots.map(r => runNode(r, this.options)));
     if (!layout.widgets.includes(this.staticView)) {
       layout.addWidget(this.staticView);
     }
