@@ -54,7 +54,7 @@ class RunsHandler(BaseHandler):
     @tornado.web.authenticated
     async def get(self) -> None:
         limit = self.int_arg("limit", 50, lo=1, hi=1000)
-        self.reply({"runs": await self.state.off_loop(runs_page, self.db, limit)})
+        self.reply({"runs": await self.state.off_loop(runs_page, self.db, limit, self.state.root_dir)})
 
     @tornado.web.authenticated
     def post(self) -> None:
@@ -64,12 +64,16 @@ class RunsHandler(BaseHandler):
         self.reply({"runId": run.id, "status": run.status, "options": run.options.to_dict()}, status=201)
 
 
-def runs_page(db: Database, limit: int) -> list[dict[str, Any]]:
-    """The newest ``limit`` runs with their counts, origin, pending decisions and each agent's last event."""
+def runs_page(db: Database, limit: int, root: str | None = None) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs with their counts, origin, pending decisions and each agent's last event.
+
+    ``notebook``: a notebook origin's path relative to ``root`` (the server's root folder) when inside it.
+    """
     from agentstack_lab.engine.activity import last_events
     from agentstack_lab.engine.liveness import reap_orphans
     from agentstack_lab.engine.log import list_runs
     from agentstack_lab.server.control import run_extras
+    from agentstack_lab.server.runctl import notebook_link
 
     reap_orphans(db)
     runs = list_runs(db, limit=limit)
@@ -77,7 +81,10 @@ def runs_page(db: Database, limit: int) -> list[dict[str, Any]]:
     stats = _run_stats(db, ids)
     last = last_events(db, ids)
     extras = run_extras(db, ids)
-    return [{**r, **stats.get(r["id"], {}), **extras.get(r["id"], {}), "last": last.get(r["id"])} for r in runs]
+    out = [{**r, **stats.get(r["id"], {}), **extras.get(r["id"], {}), "last": last.get(r["id"])} for r in runs]
+    for r in out:
+        r["notebook"] = notebook_link(r.get("origin"), root)
+    return out
 
 
 def _run_stats(db: Database, run_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -398,8 +405,9 @@ async def intervene(state: ServerState, event: Any) -> None:
 
 def routes() -> list[tuple[str, type]]:
     from agentstack_lab.server.control import control_routes
+    from agentstack_lab.server.runctl import run_control_routes
 
-    return [*control_routes(),
+    return [*control_routes(), *run_control_routes(),
         (rf"/{PREFIX}/runs", RunsHandler),
         (rf"/{PREFIX}/runs/([^/]+)", RunHandler),
         (rf"/{PREFIX}/runs/([^/]+)/events", RunEventsHandler),
