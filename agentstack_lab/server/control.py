@@ -165,19 +165,23 @@ def run_extras(db: Database, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Per run: its ``origin`` (notebook path, terminal, worker, MCP, lab), pending decisions, and more.
 
     For a follow-up (``run.ask`` / ``%agent --continue``): the run it continues and that run's question.
-    ``cell_id``: the notebook cell that started it; ``executor``: where its code runs (``live``: the kernel).
+    ``cell_id``: the notebook cell that started it; ``executor``: where its code runs (``live``: the kernel);
+    ``paused``: a pause was applied (its status turns ``paused`` at its next step, and Resume lifts it).
     """
     if not run_ids:
         return {}
     marks = ",".join("?" * len(run_ids))
     out: dict[str, dict[str, Any]] = {r: {"origin": None, "waiting_for_you": 0, "continues": None,
-                                          "continues_prompt": None, "cell_id": None, "executor": None}
+                                          "continues_prompt": None, "cell_id": None, "executor": None,
+                                          "paused": False}
                                       for r in run_ids}
-    for rid, origin, continues, prompt, cell, executor in db.query(
+    for rid, origin, continues, prompt, cell, executor, paused in db.query(
             "SELECT id, json_extract(metadata, '$.origin'), json_extract(metadata, '$.continues'),"
             " json_extract(metadata, '$.continuesPrompt'), json_extract(metadata, '$.cellId'),"
-            f" json_extract(metadata, '$.executor') FROM agents WHERE id IN ({marks})", run_ids):
-        out[rid].update(origin=origin, continues=continues, continues_prompt=prompt, cell_id=cell, executor=executor)
+            " json_extract(metadata, '$.executor'), json_extract(metadata, '$.paused')"
+            f" FROM agents WHERE id IN ({marks})", run_ids):
+        out[rid].update(origin=origin, continues=continues, continues_prompt=prompt, cell_id=cell, executor=executor,
+                        paused=bool(paused))
     for rid, n in db.query(f"SELECT run_id, count(*) FROM decisions WHERE state = 'pending' AND run_id IN ({marks})"
                            " GROUP BY run_id", run_ids):
         out[rid]["waiting_for_you"] = n
