@@ -24,11 +24,13 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from tests import test_lab_panel_browser as harness
 from tests.notebook_helpers import ASKING_PROVIDER
-from tests.test_lab_panel_browser import ASKS_FOR_CODE, CLI, lab, page  # noqa: F401 - the fixtures
+from tests.test_lab_panel_browser import ASKS_FOR_CODE, CLI
 from tests.test_notebook_browser import CONTRAST_JS, _set_theme
 
-pytestmark = [pytest.mark.slow, *__import__("tests.test_lab_panel_browser", fromlist=["x"]).pytestmark[1:]]
+lab, page = harness.lab, harness.page   # its fixtures: one JupyterLab and one browser page for this module
+pytestmark = harness.pytestmark   # slow; skipped without Debian's chromium or a built labextension/dist
 
 CARD_TEXT = [".agentstack-decision-what", ".agentstack-decision-run", ".agentstack-workspace", ".agentstack-started",
              "a.agentstack-open-cell", ".agentstack-run-controls button", ".agentstack-code-view .cm-line",

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import tornado
-
 from pytest_jupyter.jupyter_core import *  # noqa: E402, F403
 from pytest_jupyter.jupyter_server import *  # noqa: E402, F403
 from pytest_jupyter.pytest_tornasync import *  # noqa: E402, F403

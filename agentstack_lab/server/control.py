@@ -143,8 +143,10 @@ def list_tasks(db: Database, *, status: str | None, run: str | None, limit: int)
 
 
 def decision_context(db: Database, decisions: list[Any]) -> list[dict[str, Any]]:
-    """What a decision card says beside the question: the asking agent's type, its run's prompt, and
-    where approved code runs (the run's ``executor``: ``live`` is the kernel, ``subprocess`` isolated)."""
+    """What a decision card says beside the question: the asking agent's type, its run's prompt, where code runs.
+
+    ``executor`` is the run's: ``live`` is the kernel, ``subprocess`` an isolated process.
+    """
     ids = sorted({i for d in decisions for i in (d.agent_id, d.run_id) if i})
     rows: dict[str, tuple[Any, ...]] = {}
     for start in range(0, len(ids), 500):

@@ -54,7 +54,17 @@ class RunsHandler(BaseHandler):
     @tornado.web.authenticated
     async def get(self) -> None:
         limit = self.int_arg("limit", 50, lo=1, hi=1000)
-        self.reply({"runs": await self.state.off_loop(runs_page, self.db, limit, self.state.root_dir)})
+        from agentstack_lab.server.runctl import notebook_link
+
+        root = self.state.root_dir
+
+        def page() -> list[dict[str, Any]]:
+            runs = runs_page(self.db, limit)
+            for r in runs:  # a notebook's path relative to the server's root, only when inside it
+                r["notebook"] = notebook_link(r.get("origin"), root)
+            return runs
+
+        self.reply({"runs": await self.state.off_loop(page)})
 
     @tornado.web.authenticated
     def post(self) -> None:
@@ -64,16 +74,12 @@ class RunsHandler(BaseHandler):
         self.reply({"runId": run.id, "status": run.status, "options": run.options.to_dict()}, status=201)
 
 
-def runs_page(db: Database, limit: int, root: str | None = None) -> list[dict[str, Any]]:
-    """The newest ``limit`` runs with their counts, origin, pending decisions and each agent's last event.
-
-    ``notebook``: a notebook origin's path relative to ``root`` (the server's root folder) when inside it.
-    """
+def runs_page(db: Database, limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs with their counts, origin, pending decisions and each agent's last event."""
     from agentstack_lab.engine.activity import last_events
     from agentstack_lab.engine.liveness import reap_orphans
     from agentstack_lab.engine.log import list_runs
     from agentstack_lab.server.control import run_extras
-    from agentstack_lab.server.runctl import notebook_link
 
     reap_orphans(db)
     runs = list_runs(db, limit=limit)
@@ -81,10 +87,7 @@ def runs_page(db: Database, limit: int, root: str | None = None) -> list[dict[st
     stats = _run_stats(db, ids)
     last = last_events(db, ids)
     extras = run_extras(db, ids)
-    out = [{**r, **stats.get(r["id"], {}), **extras.get(r["id"], {}), "last": last.get(r["id"])} for r in runs]
-    for r in out:
-        r["notebook"] = notebook_link(r.get("origin"), root)
-    return out
+    return [{**r, **stats.get(r["id"], {}), **extras.get(r["id"], {}), "last": last.get(r["id"])} for r in runs]
 
 
 def _run_stats(db: Database, run_ids: list[str]) -> dict[str, dict[str, Any]]:

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import tornado
 
-from agentstack_lab.errors import UsageError
+from agentstack_lab.errors import AgentstackError, NotFoundError, UsageError
 from agentstack_lab.server.base import PREFIX, BaseHandler, person_name
 
 __all__ = ["MAX_COMMENT", "notebook_link", "run_control_routes"]
@@ -60,7 +59,6 @@ class RunActionHandler(BaseHandler):
     @tornado.web.authenticated
     async def post(self, run_ref: str, action: str) -> None:
         from agentstack_lab.engine.activity import resolve_run
-        from agentstack_lab.server.handlers import _resolve
 
         data = self.body()
         text, agent = data.get("text"), data.get("agentId")
@@ -78,7 +76,12 @@ class RunActionHandler(BaseHandler):
         def target() -> tuple[str, str]:
             from agentstack_lab.engine.liveness import reap_orphans
 
-            run_id = _resolve(self.db, run_ref, resolve_run)
+            try:
+                run_id = resolve_run(self.db, run_ref)
+            except AgentstackError:   # resolve_run's own: one line already (404 for no such run)
+                raise
+            except (LookupError, ValueError) as exc:
+                raise NotFoundError(f"no run {run_ref[:40]!r} in this workspace") from exc
             reap_orphans(self.db)   # a dead process's run is failed first, so it refuses the action
             agent_id = agent or run_id
             if agent is not None:
