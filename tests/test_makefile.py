@@ -103,7 +103,7 @@ def test_a_venv_made_by_another_python_is_made_again(checkout):
 @pytest.mark.slow
 def test_make_lab_starts_in_notebooks_with_the_venv_on_path(tmp_path):
     """`make lab`'s server (and so JupyterLab's Terminal) starts in notebooks/ with the venv first on PATH and a
-    non-login shell, which keeps that PATH (the browser test drives it: test_lab_panel_controls_browser.py)."""
+    non-login shell, which keeps that PATH (the browser test drives it: test_make_lab_browser.py)."""
     shutil.copy(REPO / "Makefile", tmp_path / "Makefile")
     plan = subprocess.run(["make", "-n", "lab", f"BIN={tmp_path}/v/bin", "STAMP=", "LAB_ARGS=--port=1"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True).stdout
