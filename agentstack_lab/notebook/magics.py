@@ -147,7 +147,7 @@ def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -
         from agentstack_lab.notebook.followup import follow_up
 
         return follow_up(_magics(shell), args, _prompt(args, namespace, isolated=False), workspace, namespace,
-                         _check_names)
+                         _check_names, cell_id=_cell_request(shell)[0] if shell is not None else None)
     try:
         options = _options(args, workspace)
     except (ValueError, TypeError) as exc:  # e.g. --max-agents 0: one line, not a traceback
