@@ -109,9 +109,16 @@ labext: $(STAMP)
 	cd labextension && npm ci --no-audit --no-fund --loglevel=error && PATH=$(CURDIR)/$(BIN):$$PATH npm run build && \
 	echo "$$want" > dist/SOURCE.sha256
 
-# JupyterLab with the Agents panel, on the workspace `make demo` filled.
+# JupyterLab with the Agents panel, on the workspace `make demo` filled. The server starts in notebooks/ (its
+# root folder, where a new Terminal opens) with this venv first on PATH, and its terminals run a non-login shell
+# (a login shell's /etc/profile resets PATH): `agentstack-lab agent run ...` typed in JupyterLab's own Terminal
+# is this venv's, in the panel's workspace. LAB_ARGS: more `jupyter lab` options (e.g. --port=8899).
+LAB_ARGS ?=
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+	cd notebooks && PATH="$(abspath $(BIN)):$$PATH" VIRTUAL_ENV="$(abspath $(BIN)/..)" \
+	  "$(abspath $(BIN))/jupyter" lab --ServerApp.root_dir=. \
+	  '--ServerApp.terminado_settings=shell_command=["'"$${SHELL:-/bin/bash}"'","-i"]' \
+	  $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS)
 
 # ruff, the layer contract, and pyright ([tool.pyright] in pyproject.toml: 0 errors, strict on the core layers)
 lint: $(STAMP)

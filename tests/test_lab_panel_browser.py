@@ -38,7 +38,7 @@ SCRIPT = Path(sys.executable).with_name("agentstack-lab")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
 ASKS_FOR_CODE = "how are sales trending in df?"   # the scripted provider wants to run Python for this one
 PANEL_TEXT = [".agentstack-badge", ".agentstack-muted", ".agentstack-run-prompt", ".agentstack-decision-prompt",
-              "h2", "h3", "pre.agentstack-code"]
+              "h2", "h3", ".agentstack-code-view .cm-line"]
 
 pytestmark = [
     pytest.mark.slow,
@@ -157,7 +157,7 @@ def test_panel_approves_a_terminal_run_and_toasts(lab, page):
         expect(run.locator(".agentstack-waiting")).to_contain_text("1 waiting for you")
         card = panel.locator(".agentstack-decision")
         expect(card).to_have_count(1)
-        expect(card.locator("pre.agentstack-code")).to_contain_text("df")
+        expect(card.locator(".agentstack-code-view .cm-editor")).to_contain_text("df")
         expect(panel.locator(".agentstack-tree-view")).to_contain_text("waiting for you")  # the run's tree
 
         _set_theme(page, "JupyterLab Light")

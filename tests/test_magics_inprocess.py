@@ -84,3 +84,17 @@ def test_executor_option_and_continue_without_a_loop(shell, capsys):
     assert "(a follow-up to: what is the moon?)" in follow.result
     # live's own session ended with it (memory notes included); the follow-up ran in, and ended, its own
     assert follow._core.owns_session and follow.session_id != live.session_id
+
+
+def test_a_run_records_the_cell_that_started_it(shell):
+    """JupyterLab and Notebook 7 put the cell's id in the execute request; the run's root keeps it (the
+    Agents panel's link opens the notebook at that cell), a follow-up keeps its own cell's."""
+    shell.parent_header = {"header": {"msg_id": "m1"}, "metadata": {"cellId": "cell-first"}}
+    first = shell.run_line_magic("agent", "--auto-approve --no-subagents what is the moon?")
+    assert first.tree["metadata"]["cellId"] == "cell-first"
+    shell.parent_header = {"header": {"msg_id": "m2"}, "metadata": {"cellId": "cell-second"}}
+    follow = shell.run_line_magic("agent", "--continue --no-subagents and the earth?")
+    assert follow.tree["metadata"]["cellId"] == "cell-second"
+    shell.parent_header = {}
+    plain = shell.run_line_magic("agent", "--auto-approve --no-subagents and the sun?")
+    assert "cellId" not in plain.tree["metadata"]

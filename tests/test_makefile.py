@@ -98,3 +98,17 @@ def test_a_venv_made_by_another_python_is_made_again(checkout):
     lines = [ln for ln in plan.splitlines() if not ln.startswith("make")]   # "make[1]: Entering ..." under make
     assert lines[0].startswith("rm -rf .venv") and lines[1].startswith("test -x .venv/bin/python ||"), plan
     assert f"touch {same}" in plan   # the stamp written is the plain one, found by the next make
+
+
+@pytest.mark.slow
+def test_make_lab_starts_in_notebooks_with_the_venv_on_path(tmp_path):
+    """`make lab`'s server (and so JupyterLab's Terminal) starts in notebooks/ with the venv first on PATH and a
+    non-login shell, which keeps that PATH (the browser test drives it: test_make_lab_browser.py)."""
+    shutil.copy(REPO / "Makefile", tmp_path / "Makefile")
+    plan = subprocess.run(["make", "-n", "lab", f"BIN={tmp_path}/v/bin", "STAMP=", "LAB_ARGS=--port=1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True).stdout
+    script = plan.replace("\\\n", " ")
+    assert script.lstrip().startswith("cd notebooks && "), plan
+    assert f'PATH="{tmp_path}/v/bin:$PATH"' in script and f'VIRTUAL_ENV="{tmp_path}/v"' in script, plan
+    assert f'"{tmp_path}/v/bin/jupyter" lab --ServerApp.root_dir=. ' in script and script.rstrip().endswith("--port=1")
+    assert """shell_command=["'"${SHELL:-/bin/bash}"'","-i"]""" in script, plan   # not a login shell (-l)

@@ -28,8 +28,9 @@ pytestmark = pytest.mark.slow  # every test here starts a process
 
 CLI = [sys.executable, "-m", "agentstack_lab.cli"]
 ENDPOINTS = ["runs", "runs/x", "runs/x/events", "memory/search?q=a", "health/live", "health/ready",
-             "health/detailed", "decisions", "decisions/x", "tasks", "metrics"]
-POSTS = ["runs", "decisions/x/answer", "decisions/x/approve", "decisions/x/reject"]
+             "health/detailed", "decisions", "decisions/x", "tasks", "metrics", "info"]
+POSTS = ["runs", "decisions/x/answer", "decisions/x/approve", "decisions/x/reject", "runs/x/stop", "runs/x/pause",
+         "runs/x/resume", "runs/x/comment"]
 ASKS_FOR_CODE = "how are sales trending in df?"   # the scripted provider wants to run Python for this one
 
 

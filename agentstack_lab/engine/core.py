@@ -89,6 +89,7 @@ class RunCore:
         self.agent_type = agent_type
         self.model = model
         self.origin = origin
+        self.cell_id: str | None = None  # the notebook cell that started it (the lab panel links there)
         self.attach = attach  # a subtask run by a worker, placed in its coordinator's tree
         self.thread = thread  # a follow-up's conversation so far (engine/followup.py)
         self.continues = continues
@@ -673,6 +674,8 @@ class RunCore:
             root.row_only["options"] = self.options.to_dict()
         if self.identity is not None:
             root.metadata["identityId"] = self.identity.agent_id
+        if self.cell_id:
+            root.metadata["cellId"] = self.cell_id
         if self.continues is not None:  # a follow-up: the thread so far goes before its request
             from agentstack_lab.engine.followup import transcript
 

@@ -59,12 +59,14 @@ class AgentRun:
         origin: where the run was started, for the panel (default: the notebook's path, or ``python``).
         attach: where the root sits in a coordinator's tree (a subtask a worker runs).
         follows: an earlier run whose conversation this one continues (see :meth:`ask`).
+        cell_id: the notebook cell that started the run (``%agent``); the Agents panel links to it.
     """
 
     def __init__(self, prompt: str, *, workspace: Workspace, provider: Any = None, agent_type: str | None = None,
                  options: RunOptions | dict[str, Any] | None = None, model: str | None = None,
                  session_id: str | None = None, executor: Executor | str | None = None,
-                 origin: str | None = None, attach: Attachment | None = None, follows: AgentRun | None = None):
+                 origin: str | None = None, attach: Attachment | None = None, follows: AgentRun | None = None,
+                 cell_id: str | None = None):
         if not isinstance(cast(object, prompt), str) or not prompt.strip():   # Python callers pass anything
             raise UsageError("prompt must be a non-empty string")
         check_text("the prompt", prompt)
@@ -87,6 +89,9 @@ class AgentRun:
                              provider=provider, agent_type=agent_type, model=model, session_id=session_id,
                              executor=executor, origin=origin or default_origin(), attach=attach, thread=thread,
                              continues=follows.run_id if follows is not None else None, run_factory=AgentRun)
+        if cell_id is not None and not isinstance(cast(object, cell_id), str):
+            raise UsageError(f"cell_id must be a string, got {type(cell_id).__name__}")
+        self._core.cell_id = cell_id
 
     # --- who and what -------------------------------------------------------------------------------
 

@@ -26,8 +26,9 @@ __all__ = ["follow_up"]
 
 
 def follow_up(magics: Any, args: AgentArgs, prompt: str, workspace: Workspace, namespace: dict[str, Any],
-              check_names: Callable[[AgentArgs, Workspace, dict[str, Any]], tuple[str, Any]]) -> Any:
-    """The (unstarted) ``AgentRun`` following up ``magics.last_run`` with ``prompt``.
+              check_names: Callable[[AgentArgs, Workspace, dict[str, Any]], tuple[str, Any]], *,
+              cell_id: str | None = None) -> Any:
+    """The (unstarted) ``AgentRun`` following up ``magics.last_run`` with ``prompt`` (from cell ``cell_id``).
 
     Raises:
         UsageError: No previous run in this kernel, the previous run has not ended, ``--session`` given,
@@ -56,6 +57,6 @@ def follow_up(magics: Any, args: AgentArgs, prompt: str, workspace: Workspace, n
         return AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type, options=options,
                         model=args.model or previous.model,
                         executor=previous.executor if args.executor is None else None,
-                        origin=previous.origin, follows=previous)
+                        origin=previous.origin, follows=previous, cell_id=cell_id)
     except (AgentstackError, ValueError, TypeError) as exc:  # still going, ended session, a bad value: one line
         raise UsageError(f"%agent --continue: {exc}") from None

@@ -148,7 +148,7 @@ def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -
         from agentstack_lab.notebook.followup import follow_up
 
         return follow_up(_magics(shell), args, _prompt(args, namespace, isolated=False), workspace, namespace,
-                         _check_names)
+                         _check_names, cell_id=_cell_request(shell)[0] if shell is not None else None)
     try:
         options = _options(args, workspace)
     except (ValueError, TypeError) as exc:  # e.g. --max-agents 0: one line, not a traceback
@@ -166,7 +166,8 @@ def build_run(shell: Any, args: AgentArgs, workspace: Workspace | None = None) -
     executor = live_executor(shell) if not isolated and shell is not None else None
     try:
         run = AgentRun(prompt, workspace=workspace, provider=provider, agent_type=agent_type,
-                       options=options, model=args.model, session_id=session_id, executor=executor)
+                       options=options, model=args.model, session_id=session_id, executor=executor,
+                       cell_id=_cell_request(shell)[0] if shell is not None else None)
     except AgentstackError as exc:  # e.g. a retired --identity: one line, not a traceback
         raise _usage(exc) from None
     _note_unseen(args, options.executor)

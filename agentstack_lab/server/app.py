@@ -41,7 +41,8 @@ class AgentstackExtension(ExtensionApp):
         ws = Workspace.open(Path(root).expanduser(), announce=False)
         ws.db  # noqa: B018 - open and migrate now: a broken database is a start-up error, not a 500 later
         hub = EventHub(ws.db, poll_interval=self.poll_interval)
-        self.state = ServerState(workspace=ws, hub=hub, provider=self.provider or None)
+        self.state = ServerState(workspace=ws, hub=hub, provider=self.provider or None,
+                                 root_dir=str(self.serverapp.root_dir))
         self.settings["agentstack"] = self.state
         self.log.info("agentstack-lab: serving workspace %s", ws.db_path)
 

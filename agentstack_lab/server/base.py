@@ -36,6 +36,7 @@ class ServerState:
     workspace: Workspace
     hub: EventHub
     provider: str | None = None
+    root_dir: str | None = None   # the Jupyter server's root folder: paths the panel opens are relative to it
     runs: dict[str, Any] = field(default_factory=dict)
     # database reads and writes of handlers run here, never on the server's event loop
     pool: concurrent.futures.ThreadPoolExecutor = field(default_factory=lambda: concurrent.futures.ThreadPoolExecutor(

@@ -26,7 +26,7 @@ from agentstack_lab.server.base import PREFIX, BaseHandler, person_name
 if TYPE_CHECKING:
     from agentstack_lab.store.protocol import Database
 
-__all__ = ["control_routes", "run_extras"]
+__all__ = ["control_routes", "decision_context", "run_extras"]
 
 
 def _decisions(state: Any) -> Any:
@@ -61,9 +61,11 @@ class DecisionsHandler(BaseHandler):
         def read() -> list[Any]:
             ds = _decisions(self.state)
             ds.expire_due()
-            return ds.list(run=run, state=None if state == "all" else state, kind=kind, limit=limit)
+            found = ds.list(run=run, state=None if state == "all" else state, kind=kind, limit=limit)
+            return [{**_decision(d), **extra} for d, extra in zip(found, decision_context(self.db, found),
+                                                                    strict=True)]
 
-        self.reply({"decisions": [_decision(d) for d in await self.state.off_loop(read)]})
+        self.reply({"decisions": await self.state.off_loop(read)})
 
 
 class DecisionHandler(BaseHandler):
@@ -140,20 +142,48 @@ def list_tasks(db: Database, *, status: str | None, run: str | None, limit: int)
     return [t.to_dict() for t in TaskStore(db).list(status=status, run_id=run, limit=limit)]
 
 
+def decision_context(db: Database, decisions: list[Any]) -> list[dict[str, Any]]:
+    """What a decision card says beside the question: the asking agent's type, its run's prompt, where code runs.
+
+    ``executor`` is the run's: ``live`` is the kernel, ``subprocess`` an isolated process.
+    """
+    ids = sorted({i for d in decisions for i in (d.agent_id, d.run_id) if i})
+    rows: dict[str, tuple[Any, ...]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        for r in db.query(f"SELECT id, type, prompt, json_extract(metadata, '$.executor') FROM agents"
+                          f" WHERE id IN ({marks})", chunk):
+            rows[r[0]] = tuple(r)
+    out = []
+    for d in decisions:
+        agent, run = rows.get(d.agent_id or ""), rows.get(d.run_id or "")
+        out.append({"agent_type": agent[1] if agent else None, "run_prompt": run[2] if run else None,
+                    "executor": (run[3] if run else None) or (agent[3] if agent else None)})
+    return out
+
+
 def run_extras(db: Database, run_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Per run: its ``origin`` (notebook path, terminal, worker, MCP, lab), pending decisions, and more.
 
     For a follow-up (``run.ask`` / ``%agent --continue``): the run it continues and that run's question.
+    ``cell_id``: the notebook cell that started it; ``executor``: where its code runs (``live``: the kernel);
+    ``paused``: a pause was applied (its status turns ``paused`` at its next step, and Resume lifts it).
     """
     if not run_ids:
         return {}
     marks = ",".join("?" * len(run_ids))
     out: dict[str, dict[str, Any]] = {r: {"origin": None, "waiting_for_you": 0, "continues": None,
-                                          "continues_prompt": None} for r in run_ids}
-    for rid, origin, continues, prompt in db.query(
+                                          "continues_prompt": None, "cell_id": None, "executor": None,
+                                          "paused": False}
+                                      for r in run_ids}
+    for rid, origin, continues, prompt, cell, executor, paused in db.query(
             "SELECT id, json_extract(metadata, '$.origin'), json_extract(metadata, '$.continues'),"
-            f" json_extract(metadata, '$.continuesPrompt') FROM agents WHERE id IN ({marks})", run_ids):
-        out[rid].update(origin=origin, continues=continues, continues_prompt=prompt)
+            " json_extract(metadata, '$.continuesPrompt'), json_extract(metadata, '$.cellId'),"
+            " json_extract(metadata, '$.executor'), json_extract(metadata, '$.paused')"
+            f" FROM agents WHERE id IN ({marks})", run_ids):
+        out[rid].update(origin=origin, continues=continues, continues_prompt=prompt, cell_id=cell, executor=executor,
+                        paused=bool(paused))
     for rid, n in db.query(f"SELECT run_id, count(*) FROM decisions WHERE state = 'pending' AND run_id IN ({marks})"
                            " GROUP BY run_id", run_ids):
         out[rid]["waiting_for_you"] = n

@@ -54,7 +54,17 @@ class RunsHandler(BaseHandler):
     @tornado.web.authenticated
     async def get(self) -> None:
         limit = self.int_arg("limit", 50, lo=1, hi=1000)
-        self.reply({"runs": await self.state.off_loop(runs_page, self.db, limit, self.state.workspace.config)})
+        from agentstack_lab.server.runctl import notebook_link
+
+        root = self.state.root_dir
+
+        def page() -> list[dict[str, Any]]:
+            runs = runs_page(self.db, limit, self.state.workspace.config)
+            for r in runs:  # a notebook's path relative to the server's root, only when inside it
+                r["notebook"] = notebook_link(r.get("origin"), root)
+            return runs
+
+        self.reply({"runs": await self.state.off_loop(page)})
 
     @tornado.web.authenticated
     def post(self) -> None:
@@ -404,8 +414,9 @@ async def intervene(state: ServerState, event: Any) -> None:
 
 def routes() -> list[tuple[str, type]]:
     from agentstack_lab.server.control import control_routes
+    from agentstack_lab.server.runctl import run_control_routes
 
-    return [*control_routes(),
+    return [*control_routes(), *run_control_routes(),
         (rf"/{PREFIX}/runs", RunsHandler),
         (rf"/{PREFIX}/runs/([^/]+)", RunHandler),
         (rf"/{PREFIX}/runs/([^/]+)/events", RunEventsHandler),

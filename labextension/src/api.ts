@@ -22,6 +22,20 @@ export interface IRun {
   /** A follow-up's predecessor run and its question. */
   continues?: string | null;
   continuesPrompt?: string | null;
+  /** A notebook origin's path relative to the server's root (only when inside it), and the cell that started it. */
+  notebook?: string | null;
+  cellId?: string | null;
+  /** Where its code runs: "live" (the kernel), "subprocess", ... */
+  executor?: string | null;
+  /** A pause was applied: the run holds before its next step (Resume lifts it). */
+  paused?: boolean;
+}
+
+/** GET info: the workspace this server serves (relative to its root folder when inside it). */
+export interface IInfo {
+  workspace: string;
+  database: string;
+  root: string | null;
 }
 
 export interface IDecision {
@@ -36,6 +50,10 @@ export interface IDecision {
   createdAt: number;
   /** A pending code approval: the rule "Always allow code like this" would save, or why it cannot. */
   alwaysRule?: { description: string | null; refused: string | null } | null;
+  /** The asking agent's type, its run's prompt, where approved code runs ("live", "subprocess"). */
+  agentType?: string | null;
+  runPrompt?: string | null;
+  executor?: string | null;
 }
 
 /** What the code did in a sandboxed fork of the kernel (engine/sandbox.py), as the approval card shows it. */

@@ -2,6 +2,7 @@
  * agentstack-lab for JupyterLab 4: the Agents side panel and the saved-tree renderer.
  */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { IEditorServices } from '@jupyterlab/codeeditor';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { LabIcon } from '@jupyterlab/ui-components';
 
@@ -20,9 +21,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: 'agentstack-lab:plugin',
   description: 'Agents panel: runs of every process, their trees and the decisions waiting for you.',
   autoStart: true,
-  optional: [ILayoutRestorer, IRenderMimeRegistry],
-  activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null, rendermime: IRenderMimeRegistry | null) => {
+  optional: [ILayoutRestorer, IRenderMimeRegistry, IEditorServices],
+  activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null, rendermime: IRenderMimeRegistry | null,
+             editorServices: IEditorServices | null) => {
     const panel = new AgentsPanel(rendermime);
+    panel.editorServices = editorServices;
+    panel.openCell = (path, cellId) => openAtCell(app, path, cellId);
     panel.title.icon = agentsIcon;
     panel.onReveal = () => app.shell.activateById(panel.id);
     app.shell.add(panel, 'left', { rank: 600 });
@@ -68,5 +72,43 @@ const plugin: JupyterFrontEndPlugin<void> = {
     (window as any).agentstackPanel = panel;
   }
 };
+
+/** Open a notebook (a path relative to the server's root) and scroll to the cell with id `cellId`. */
+async function openAtCell(app: JupyterFrontEnd, path: string, cellId: string | null): Promise<void> {
+  const widget: any = await app.commands.execute('docmanager:open', { path });
+  if (!widget) {
+    throw new Error(`JupyterLab could not open ${path}`);
+  }
+  app.shell.activateById(widget.id);
+  await widget.context?.ready;
+  await widget.revealed;
+  const notebook = widget.content;
+  if (!cellId || !notebook?.widgets) {
+    return;
+  }
+  const index = notebook.widgets.findIndex((c: any) => c.model?.id === cellId);
+  if (index < 0) {
+    throw new Error(`the cell that started this run is no longer in ${path}`);
+  }
+  notebook.activeCellIndex = index;
+  // a just-opened notebook lays its cells out over a few frames: scroll until the cell is in view
+  const inView = (): boolean => {
+    const cell = notebook.widgets[index]?.node as HTMLElement | undefined;
+    if (!cell || !cell.isConnected) {
+      return false;
+    }
+    const r = cell.getBoundingClientRect(), v = notebook.node.getBoundingClientRect();
+    return r.height > 0 && r.top < v.bottom && r.bottom > v.top;
+  };
+  for (let i = 0; i < 40 && !inView(); i++) {
+    if (typeof notebook.scrollToItem === 'function') {
+      await notebook.scrollToItem(index, 'auto', 'center');
+    }
+    if (!inView()) {
+      notebook.widgets[index]?.node.scrollIntoView({ block: 'center' });
+    }
+    await new Promise(resolve => setTimeout(resolve, 50));
+  }
+}
 
 export default plugin;

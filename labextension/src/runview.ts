@@ -238,7 +238,8 @@ function answersView(n: IRunNode): HTMLElement | null {
   return items.length ? el('div', 'agentstack-qa', ...items) : null;
 }
 
-function markdown(host: IMarkdownHost, source: string): HTMLElement {
+/** Model text as rendered Markdown (untrusted, sanitised); its plain text when it cannot be rendered. */
+export function markdown(host: IMarkdownHost, source: string): HTMLElement {
   const box = el('div', 'agentstack-prose');
   void renderMarkdown({
     host: box, source, trusted: false, sanitizer: host.sanitizer, resolver: host.resolver ?? null,
