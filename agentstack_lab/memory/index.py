@@ -69,7 +69,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SharedIndex", "IndexDamaged", "IndexChanging", "PQ_MIN", "coarse"]
+__all__ = ["SharedIndex", "IndexDamaged", "IndexChanging", "PQ_MIN", "FORMAT", "coarse", "old_rids"]
 
 PQ_MIN = 20_000         # rows from which a PQ fast-scan is built (below: exact scan of the mapped rows)
 PQ_M = 192              # sub-quantisers (4 bits each): 96 bytes per row at 384 dims (2 dims each)
@@ -155,31 +155,40 @@ class SharedIndex:
         os.replace(tmp, self.dir / "state.json")
 
     @contextlib.contextmanager
-    def _lock(self) -> Iterator[None]:
+    def _lock(self, wait: bool = True) -> Iterator[bool]:
+        """The writers' lock (``flock``: between processes, and between threads: each opens the file itself)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir / "lock", "a+b") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
             try:
-                yield
+                fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     # --- writer side --------------------------------------------------------------------------------
     def sync(self, top: int, changes: Callable[[int], tuple[list[int], bool]],
-             fetch: Callable[[list[int]], Rows], read_all: Callable[[], Rows]) -> None:
+             fetch: Callable[[list[int]], Rows], read_all: Callable[[], Rows], *, wait: bool = True) -> bool:
         """Bring the files up to log position ``top`` (no-op when another process already did).
 
         ``changes(after)`` -> (rids changed after that log position, whether the log was pruned past it);
         ``fetch(rids)`` / ``read_all()`` -> the present rows from SQLite (same snapshot as ``top``).
+        ``wait=False``: when another thread or process holds the writers' lock (it is appending), return
+        False at once instead of waiting for it (the caller scans what is not indexed yet itself).
         """
         s = self.state()
         if s is not None and s["seq"] >= top and s.get("format", 1) == FORMAT and self.damage(s) is None:
-            return
-        with self._lock():
+            return True
+        with self._lock(wait=wait) as locked:
+            if not locked:
+                return False
             s = self.state()
             damage = self.damage(s) if s is not None and s.get("format", 1) == FORMAT else None
             if s is not None and s["seq"] >= top and s.get("format", 1) == FORMAT and damage is None:
-                return
+                return True
             if damage is not None:
                 log.warning("memory: rebuilding the shared vector index %s from the database (%s)", self.dir, damage)
                 self._forget()
@@ -188,12 +197,35 @@ class SharedIndex:
                             s.get("format", 1), FORMAT, s["n"] - s["dead"])
             elif s is not None:
                 rids, pruned = changes(s["seq"])
-                live = s["n"] - s["dead"]
-                dead = s["dead"] + len(rids)    # at most: each changed rid kills its old slot
-                if not pruned and len(rids) <= max(2000, live // 4) and dead <= max(1024, s["n"] // 5):
+                if self.appendable(s, rids, pruned):
                     self._append(s, top, rids, fetch)
-                    return
+                    return True
             self._rebuild(top, read_all(), s)
+            return True
+
+    @staticmethod
+    def appendable(s: dict[str, Any], rids: list[int], pruned: bool) -> bool:
+        """Whether generation ``s`` takes the changes ``rids`` as an append (else it is rebuilt, compacted)."""
+        live = s["n"] - s["dead"]
+        changed = old_rids(s, rids)     # rids above every rid in the files are new rows: they kill no slot
+        dead = s["dead"] + len(changed)  # at most: each changed rid kills its old slot
+        return not pruned and len(changed) <= max(2000, live // 4) and dead <= max(1024, s["n"] // 5)
+
+    def append(self, seq: int, top: int, rids: list[int], rows: Rows) -> bool:
+        """Append changes read beforehand: ``rids`` logged in ``(seq, top]``, ``rows`` their present rows.
+
+        The background indexer (:class:`~agentstack_lab.memory.vectors.VectorIndex`) reads the changed rows
+        in a short read of the database and writes the files after it, with no read open (an open read keeps
+        SQLite from restarting the WAL). False, with nothing written, when the files are no longer at ``seq``
+        (another writer moved them meanwhile), are damaged, or the changes call for a rebuild.
+        """
+        with self._lock():
+            s = self.state()
+            if (s is None or s.get("format", 1) != FORMAT or s["seq"] != seq or self.damage(s) is not None
+                    or not self.appendable(s, rids, False)):
+                return False
+            self._append(s, top, rids, lambda _: rows)
+            return True
 
     def damage(self, s: dict[str, Any]) -> str | None:
         """What is wrong with generation ``s``'s files (None: each holds its ``n`` committed rows)."""
@@ -227,8 +259,8 @@ class SharedIndex:
         path = self._gen_dir(gen)
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
-        state = {"format": FORMAT, "db": self.db_id, "dims": self.dims, "gen": gen, "n": 0, "dead": 0, "seq": top, "pq": 0,
-                 "codes": {"ns": {}, "sess": {"": 0}, "agent": {"": 0}}}
+        state = {"format": FORMAT, "db": self.db_id, "dims": self.dims, "gen": gen, "n": 0, "dead": 0, "seq": top,
+                 "pq": 0, "rid_top": 0, "codes": {"ns": {}, "sess": {"": 0}, "agent": {"": 0}}}
         for name, dtype in _ARRAYS:
             (path / f"{name}.{np.dtype(dtype).str[1:]}").touch()
         self._write_rows(state, rows)
@@ -267,14 +299,17 @@ class SharedIndex:
                 fh.seek(n * row_bytes)
                 fh.write(np.ascontiguousarray(parts[name], dtype=dtype).tobytes())
         state["n"] = n + len(rids)
+        state["rid_top"] = max(int(state.get("rid_top", 0)), int(np.max(rids)))
 
     def _append(self, state: dict[str, Any], top: int, rids: list[int], fetch: Callable[[list[int]], Rows]) -> None:
         n = state["n"]
         if rids:
-            old = np.fromfile(self._file(state, "rid"), dtype=np.int64, count=n)
-            dead = np.memmap(self._file(state, "dead"), dtype=np.uint8, mode="r+", shape=(n,)) if n else None
+            changed = old_rids(state, rids)
+            dead = np.memmap(self._file(state, "dead"), dtype=np.uint8, mode="r+", shape=(n,)) \
+                if n and changed else None
             if dead is not None:
-                hit = np.flatnonzero(np.isin(old, np.asarray(rids, dtype=np.int64)) & (dead == 0))
+                old = np.fromfile(self._file(state, "rid"), dtype=np.int64, count=n)
+                hit = np.flatnonzero(np.isin(old, np.asarray(changed, dtype=np.int64)) & (dead == 0))
                 dead[hit] = 1                        # one byte per slot: readers see 0 or 1
                 dead.flush()
                 state["dead"] += len(hit)
@@ -475,6 +510,12 @@ class SharedIndex:
         if isinstance(mm, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
             with contextlib.suppress(OSError, ValueError):
                 mm.madvise(mmap.MADV_DONTNEED)
+
+
+def old_rids(state: dict[str, Any], rids: list[int]) -> list[int]:
+    """Those of ``rids`` that may have a slot in the files (all of them for files without ``rid_top``)."""
+    top = state.get("rid_top")
+    return rids if top is None else [r for r in rids if r <= top]
 
 
 def _write_index(faiss: Any, index: Any, path: Path) -> None:
