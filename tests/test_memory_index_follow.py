@@ -122,3 +122,26 @@ def test_a_crashed_append_is_cut_off_by_the_background_indexer(tmp_path, small_p
         assert (gen / "vec.f4").stat().st_size == 501 * 384 * 4 and (gen / "rid.i8").stat().st_size == 501 * 8
         assert ws.memory.search("late arrival pelicans", "vector", limit=1)[0].key == "late"
         assert len(ws.memory.index.search(np.ones(384, np.float32), VectorFilter(), 4096)) == 501
+
+
+def test_a_shard_written_by_a_writer_that_died_before_its_state_is_encoded_again(tmp_path, small_pq):
+    import faiss
+
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store_many([(f"k{i}", t) for i, t in enumerate(_corpus(4000))])
+        state = _caught_up(ws)
+        gen = ws.memory.index.shared_index().dir / f"gen-{state['gen']}"
+        last = state["pq"] // state["shard"]                      # the shard the next append grows
+        shard = faiss.read_index(str(gen / f"pq-{last}.faiss"))
+        shard.add(np.random.default_rng(1).standard_normal((300, 384)).astype(np.float32))   # codes of rows never committed
+        faiss.write_index(shard, str(gen / f"pq-{last}.faiss"))
+    with Workspace.open(tmp_path / "w", announce=False) as ws:     # the next writer (its own process state)
+        ws.memory.store_many([(f"n{i}", t) for i, t in enumerate(_corpus(2500, 3))])
+        state = _caught_up(ws)
+        assert state["pq"] == state["n"] == 6500
+        vec = np.fromfile(gen / "vec.f4", dtype=np.float32).reshape(-1, 384)
+        for i in range(-(-state["pq"] // state["shard"])):         # every shard holds the codes of its own rows
+            want = faiss.read_index(str(gen / "pq-train.faiss"))
+            want.add(vec[i * state["shard"]:min(state["pq"], (i + 1) * state["shard"])])
+            got = faiss.read_index(str(gen / f"pq-{i}.faiss"))
+            assert bytes(faiss.serialize_index(got)) == bytes(faiss.serialize_index(want)), i

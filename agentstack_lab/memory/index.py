@@ -77,7 +77,8 @@ FORMAT = 3              # state.json "format": 1 = 96 sub-quantisers (48-byte co
                         # 3 = 192 in shard files of SHARD_ROWS slots
 SHARD_ROWS = 262_144    # slots per PQ shard file; a search scans the shards in parallel threads
 PQ_TRAIN = 20_000       # training sample
-PQ_TAIL = 25_000        # rows appended since the shards were written before a writer rewrites it
+PQ_TAIL = 4_096         # rows appended since the shards were written before a writer rewrites the last one
+                        # (each reader encodes up to this many itself; a bulk load's batches are encoded as they come)
 EXACT_ROWS = 20_000     # a filter keeping at most this many rows is searched exactly over them
 _ARRAYS = (("vec", np.float32), ("rid", np.int64), ("ns", np.int32), ("sess", np.int32), ("agent", np.int32),
            ("dead", np.uint8))
@@ -128,6 +129,7 @@ class SharedIndex:
         self._multi: Any = None              # faiss.IndexShards over self._pq (threaded, successive ids)
         self._mask_cache: tuple[Any, np.ndarray | None] | None = None
         self._viewed: tuple | None = None
+        self._last_shard: tuple[int, int, Any] | None = None   # writer side: (gen, shard, index) it last wrote
 
     # --- state ------------------------------------------------------------------------------------
     def state(self) -> dict[str, Any] | None:
@@ -341,10 +343,17 @@ class SharedIndex:
         size, have = state["shard"], state["pq"]
         for i in range(have // size, -(-n // size)):
             lo, hi = i * size, min(n, (i + 1) * size)
-            index = faiss.read_index(str(folder / (f"pq-{i}.faiss" if lo < have else "pq-train.faiss")))
+            cached = self._last_shard
+            if cached is not None and cached[:2] == (state["gen"], i) and cached[2].ntotal == have - lo and not train:
+                index = cached[2]     # the shard this writer wrote last: not read back from its file
+            else:
+                index = faiss.read_index(str(folder / (f"pq-{i}.faiss" if lo < have else "pq-train.faiss")))
+                if index.ntotal != max(0, min(have, hi) - lo):   # written by a writer that died before its state
+                    index = faiss.read_index(str(folder / "pq-train.faiss"))
             for j in range(lo + index.ntotal, hi, 65_536):
                 index.add(np.ascontiguousarray(vec[j:min(hi, j + 65_536)]))
             _write_index(faiss, index, folder / f"pq-{i}.faiss")
+            self._last_shard = (state["gen"], i, index)
         state["pq"] = n
 
     # --- reader side --------------------------------------------------------------------------------
