@@ -13,7 +13,8 @@ same query (exact; at 1M rows about as slow as vec0's own brute-force KNN, which
 Three search paths, chosen by configuration: ``memory.vector.index = "shared"`` (the default) uses the
 memory-mapped index files shared by every process (:mod:`agentstack_lab.memory.index`: PQ fast-scan
 plus exact rescoring; at 1M entries ~10x faster than the exact scan with recall@10 >= 0.99 and without a
-per-process float32 copy); ``"exact"`` keeps the exact in-process matrix described below (recall 1.0,
+per-process float32 copy; the writing process keeps the files in step from a background thread, see
+:meth:`VectorIndex.kick`); ``"exact"`` keeps the exact in-process matrix described below (recall 1.0,
 one float32 copy per process); ``memory.vector.cache = false`` asks sqlite-vec itself. An in-memory
 database (no file to put index files next to) uses the exact matrix.
 
