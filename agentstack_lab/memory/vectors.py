@@ -200,6 +200,7 @@ class VectorIndex:
         self._wake = threading.Event()
         self._worker: threading.Thread | None = None
         self._closed = False
+        self._final = True                          # close() catches up once more
         self._indexed = -1                          # the log position the indexer last brought the files to
         self.error: BaseException | None = None     # the background indexing's last failure
 
@@ -419,7 +420,9 @@ class VectorIndex:
             self._wake.wait()
             self._wake.clear()
             # catch up even when close() woke the thread: a process that writes and exits at once leaves
-            # the shared files holding its writes
+            # the shared files holding its writes (not after a re-embedding replaced this index: see close)
+            if self._closed and not self._final:
+                return
             try:
                 if index is None:
                     index = self._new_shared()
@@ -464,10 +467,15 @@ class VectorIndex:
                            lambda: self._read_all(conn))
             return top
 
-    def close(self) -> None:
-        """Stop the background indexer after it has indexed every write kicked so far."""
+    def close(self, *, catch_up: bool = True) -> None:
+        """Stop the background indexer after it has indexed every write kicked so far.
+
+        ``catch_up=False``: stop without indexing more (a re-embedding replaced this index: its files now
+        belong to another embedding of the database).
+        """
         with self._cv:
             self._closed = True
+            self._final = catch_up
             worker, self._worker = self._worker, None
             self._cv.notify_all()
         self._wake.set()
@@ -485,6 +493,18 @@ class VectorIndex:
     def _present(conn: Any, rids: list[int]) -> list[tuple[int, bytes, str, str, str]]:
         """``(rid, float32 bytes, namespace, session, agent)`` of those ``rids`` still stored, 500 per query."""
         found: list[tuple[int, bytes, str, str, str]] = []
+        if len(rids) > 500 and max(rids) - min(rids) < 2 * len(rids):   # a bulk write's rids: one range read
+            wanted = set(rids)
+            cache: dict[tuple[str, Any], tuple[str, str, str]] = {}
+            for rid, blob, ns, agent in conn.execute(
+                    "SELECT v.rid, v.embedding, m.namespace, m.agent_id FROM memory_vec v JOIN memory m ON m.rid = v.rid"
+                    " WHERE v.rid BETWEEN ? AND ?", (min(rids), max(rids))):
+                if rid in wanted:
+                    meta = cache.get((ns, agent))
+                    if meta is None:
+                        meta = cache[(ns, agent)] = vec_metadata(ns, agent)
+                    found.append((rid, blob, *meta))
+            return found
         for i in range(0, len(rids), 500):
             chunk = rids[i:i + 500]
             found += [(r[0], r[1], *vec_metadata(r[2], r[3])) for r in conn.execute(

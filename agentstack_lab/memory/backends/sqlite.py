@@ -151,7 +151,7 @@ class SqliteBackend(RowReads["SQLiteDatabase"]):
         identity = self._read_identity()
         if identity != self._identity:
             old, self.index = self.index, self._new_index()
-            old.close()
+            old.close(catch_up=False)   # its files are the old embedding's
             self.ensure(*self._wanted)
 
     # --- writes -------------------------------------------------------------------------------------
