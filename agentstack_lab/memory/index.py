@@ -35,7 +35,8 @@ same run): 96 sub-quantisers (48-byte codes, format 1) gave recall@10 0.992 / 0.
 12,000 / 24,000 candidates (another query set: 0.983 at 6,000), 192 sub-quantisers 0.998 / 0.999 with
 6,000 / 12,000; the scan costs ~1.5x more with 192, the rescoring ~2x less than with twice the candidates,
 so 192 sub-quantisers won (scan + rescoring 47 vs 54 ms for 96 at 12,000, under load); with shards, 3,000
-candidates keep recall >= 0.99 at 1M, 1,500 at 100k (see :func:`coarse`). Measured alternatives that lost: IVF (1,024 lists over
+candidates keep recall >= 0.99 at 1M and 100k for in-corpus queries, not for out-of-corpus ones at 1M
+(see :func:`coarse`). Measured alternatives that lost: IVF (1,024 lists over
 the same PQ) at 3-6 ms but recall 0.76-0.84 with 16-128 probes (the hash embedder's vectors do not cluster);
 Python threads over the shards (the faiss binding keeps the GIL: no faster than one after the other);
 rescoring in two threads (11 vs 8 ms: the page faults contend); sign-bit codes (``np.packbits`` + ``np.bitwise_count``) reached only recall 0.57 with
@@ -104,7 +105,13 @@ class IndexChanging(Exception):
 
 
 def coarse(n: int, k: int) -> int:
-    """PQ candidates rescored exactly for a top-``k`` over ``n`` rows (3 sqrt(n), at least 1,500 and 8 k).
+    """PQ candidates rescored exactly for a top-``k`` over ``n`` rows (3 sqrt(n), at least 3,000 and 8 k).
+
+    Out-of-corpus queries (3 words in no note, ``bench_memory.ooc_queries``) need more than in-corpus ones:
+    at 100k rows 1,500 candidates gave recall@10 0.987, 3,000 0.995, 6,000 0.998 (in-corpus 1.000 for each);
+    at 1M 3,000 gave 0.975, 6,000 0.986, 12,000 0.996, 24,000 0.999 (in-corpus 0.996 / 0.997 / 0.999 / 1.000)
+    at p50 ~8 / 12 / 17 / 24 ms on a loaded machine (``bench_coarse.py``; hash embedder). So the floor is
+    3,000 (~1.5 ms more at 100k); at 1M the ~10 ms budget keeps 3,000, and out-of-corpus recall there is 0.975.
 
     Measured at 1M rows in 4 shards (hash embedder, two sets of 100 queries, recall@10 against numpy exact):
     2,000 candidates 0.994 / 0.992, 3,000 0.995 / 0.999, 4,000 0.996 / 0.999, 6,000 0.997 / 0.999; rescoring
@@ -112,7 +119,7 @@ def coarse(n: int, k: int) -> int:
     0.995 / 0.997, 1,000 0.999 / 0.999, 1,500 1.000 / 0.999, 3,000 1.000 / 1.000, in 2.2 ms against 4.3 ms
     for 3,000. 3 sqrt(n) is 1,500 at 250k, 3,000 at 1M, 6,000 at 4M.
     """
-    return int(min(n, max(1500, 8 * k, 3 * int(n ** 0.5))))
+    return int(min(n, max(3000, 8 * k, 3 * int(n ** 0.5))))
 
 
 def _faiss() -> Any:
