@@ -44,10 +44,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated candidate counts to rescore")
     args = parser.parse_args(argv)
     mat = np.load(f"{args.prefix}-rows.npy")
-    qvecs = np.load(f"{args.prefix}-queries.npy")
+    sets = {"in-corpus": np.load(f"{args.prefix}-queries.npy")}
+    if Path(f"{args.prefix}-queries-ooc.npy").exists():   # out-of-corpus queries (bench_memory.ooc_queries)
+        sets["out-of-corpus"] = np.load(f"{args.prefix}-queries-ooc.npy")
     n, dims = mat.shape
     rids = np.arange(n, dtype=np.int64)   # row i is rid i: the truth below is in rows
-    truth = exact_top(mat, qvecs)
+    truths = {name: exact_top(mat, q) for name, q in sets.items()}
+    qvecs = sets["in-corpus"]
     load = os.getloadavg()
     print(f"{Path(args.prefix).name}: {n:,} rows x {dims} dims, {len(qvecs)} queries; {os.cpu_count()} CPUs,"
           f" load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}", flush=True)
@@ -60,23 +63,24 @@ def main(argv: list[str] | None = None) -> int:
         assert idx.refresh()
         print(f"index built in {time.perf_counter() - t:.1f} s (PQ: {idx._pq is not None});"
               f" the current coarse({n:,}, 10) = {coarse(n, 10):,} candidates", flush=True)
-        print("\n| entries | coarse(n, 10) (unfiltered: that + 10 PQ candidates rescored) | recall@10 |"
+        print("\n| entries | queries | coarse(n, 10) (unfiltered: that + 10 PQ candidates rescored) | recall@10 |"
               " min recall of a query | p50 / p95 ms |")
-        print("|---:|---:|---:|---:|---:|")
+        print("|---:|---|---:|---:|---:|---:|")
         counts = sorted({*(int(c) for c in args.counts.split(",")), coarse(n, 10)})
         try:
             for count in counts:
                 index_module.coarse = lambda _n, _k, c=count: min(_n, c)   # what search() calls
-                times, per_query = [], []
-                for q, want in zip(qvecs, truth, strict=True):
-                    t = time.perf_counter()
-                    got = [rid for rid, _ in idx.search(q, 10)]
-                    times.append(time.perf_counter() - t)
-                    per_query.append(len(set(got) & set(want)) / len(want))
-                ms = np.array(times) * 1000
-                mark = " (current)" if count == coarse(n, 10) else ""
-                print(f"| {n:,} | {count:,}{mark} | {np.mean(per_query):.3f} | {min(per_query):.1f} |"
-                      f" {np.percentile(ms, 50):.2f} / {np.percentile(ms, 95):.2f} |", flush=True)
+                for name, qs in sets.items():
+                    times, per_query = [], []
+                    for q, want in zip(qs, truths[name], strict=True):
+                        t = time.perf_counter()
+                        got = [rid for rid, _ in idx.search(q, 10)]
+                        times.append(time.perf_counter() - t)
+                        per_query.append(len(set(got) & set(want)) / len(want))
+                    ms = np.array(times) * 1000
+                    mark = " (current)" if count == coarse(n, 10) else ""
+                    print(f"| {n:,} | {name} | {count:,}{mark} | {np.mean(per_query):.3f} | {min(per_query):.1f} |"
+                          f" {np.percentile(ms, 50):.2f} / {np.percentile(ms, 95):.2f} |", flush=True)
         finally:
             index_module.coarse = coarse
     return 0

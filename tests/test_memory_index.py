@@ -203,10 +203,13 @@ def test_store_many_rate_with_the_shared_index(tmp_path):
 
 def test_unwritable_index_folder_falls_back_to_the_exact_matrix(tmp_path, caplog):
     with Workspace.open(tmp_path / "w", announce=False) as ws:
-        ws.memory.store("a", "apples and pears")
         (ws.db.path.parent / "vectors").write_text("not a folder")   # the index files cannot be made
+        ws.memory.store("a", "apples and pears")
         assert ws.memory.search("apples", "vector")[0].key == "a"
         assert ws.memory.index._matrix is not None and "shared vector index unavailable" in caplog.text
+        ws.memory.index.wait_for(10**9)   # the background indexer stopped on the same error, logged once
+        assert isinstance(ws.memory.index.error, OSError)
+        assert caplog.text.count("background vector indexing") == 1
 
 
 def test_index_of_an_older_format_is_rebuilt_with_a_log_line(tmp_path, small_pq, caplog):

@@ -15,8 +15,17 @@ written once, by whichever process first sees them in ``memory_vec_log``, into f
   appended since they were written;
 * ``state.json`` (replaced by atomic rename): the file ``format`` (:data:`FORMAT`; an index of another
   format is rebuilt from the ``memory_vec`` table on the next sync, with a warning in the log), generation, committed
-  row count ``n``, the log position the files reflect, and the code tables. Readers never look past ``n``; a writer truncates anything past ``n``
+  row count ``n``, the log position the files reflect, the highest rid in the files (``rid_top``: a
+  changed rid above it is a new row and kills no slot) and the code tables. Readers never look past ``n``; a writer truncates anything past ``n``
   (a crashed append) before it appends. Writers serialise on ``lock`` (``flock``); readers never lock.
+
+Who writes: the process that writes the rows, in a background thread (``VectorIndex.kick`` after every
+commit, as the keyword index does, :mod:`.fts_file`), so no searcher pays for a bulk load: ``store_many``
+runs at most one batch ahead of it, the thread encodes the PQ codes of every 4,096 rows appended
+(:data:`PQ_TAIL`; a reader encodes at most those itself) and closing the memory catches up once more. A
+search that finds the files behind the log and the lock taken (the thread appending) does not wait: it
+searches the files and scans the rows logged since their position exactly (``VectorIndex._shared_refresh``).
+Before this, the first search after a bulk load built the files: 24.8 s at 1M entries in the loading process.
 
 Search: the fast-scan ranks every slot by asymmetric PQ distance (SIMD table lookups, ~4.5 ms per 262,144-row
 shard, the shards scanned by one C++ thread each: ~9.5 ms at 1M on 2 cores against ~15 ms for one index), the
@@ -26,7 +35,8 @@ same run): 96 sub-quantisers (48-byte codes, format 1) gave recall@10 0.992 / 0.
 12,000 / 24,000 candidates (another query set: 0.983 at 6,000), 192 sub-quantisers 0.998 / 0.999 with
 6,000 / 12,000; the scan costs ~1.5x more with 192, the rescoring ~2x less than with twice the candidates,
 so 192 sub-quantisers won (scan + rescoring 47 vs 54 ms for 96 at 12,000, under load); with shards, 3,000
-candidates keep recall >= 0.99 at 1M, 1,500 at 100k (see :func:`coarse`). Measured alternatives that lost: IVF (1,024 lists over
+candidates keep recall >= 0.99 at 1M and 100k for in-corpus queries, not for out-of-corpus ones at 1M
+(see :func:`coarse`). Measured alternatives that lost: IVF (1,024 lists over
 the same PQ) at 3-6 ms but recall 0.76-0.84 with 16-128 probes (the hash embedder's vectors do not cluster);
 Python threads over the shards (the faiss binding keeps the GIL: no faster than one after the other);
 rescoring in two threads (11 vs 8 ms: the page faults contend); sign-bit codes (``np.packbits`` + ``np.bitwise_count``) reached only recall 0.57 with
@@ -69,7 +79,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SharedIndex", "IndexDamaged", "IndexChanging", "PQ_MIN", "coarse"]
+__all__ = ["SharedIndex", "IndexDamaged", "IndexChanging", "PQ_MIN", "FORMAT", "coarse", "old_rids"]
 
 PQ_MIN = 20_000         # rows from which a PQ fast-scan is built (below: exact scan of the mapped rows)
 PQ_M = 192              # sub-quantisers (4 bits each): 96 bytes per row at 384 dims (2 dims each)
@@ -77,7 +87,8 @@ FORMAT = 3              # state.json "format": 1 = 96 sub-quantisers (48-byte co
                         # 3 = 192 in shard files of SHARD_ROWS slots
 SHARD_ROWS = 262_144    # slots per PQ shard file; a search scans the shards in parallel threads
 PQ_TRAIN = 20_000       # training sample
-PQ_TAIL = 25_000        # rows appended since the shards were written before a writer rewrites it
+PQ_TAIL = 4_096         # rows appended since the shards were written before a writer rewrites the last one
+                        # (each reader encodes up to this many itself; a bulk load's batches are encoded as they come)
 EXACT_ROWS = 20_000     # a filter keeping at most this many rows is searched exactly over them
 _ARRAYS = (("vec", np.float32), ("rid", np.int64), ("ns", np.int32), ("sess", np.int32), ("agent", np.int32),
            ("dead", np.uint8))
@@ -94,7 +105,13 @@ class IndexChanging(Exception):
 
 
 def coarse(n: int, k: int) -> int:
-    """PQ candidates rescored exactly for a top-``k`` over ``n`` rows (3 sqrt(n), at least 1,500 and 8 k).
+    """PQ candidates rescored exactly for a top-``k`` over ``n`` rows (3 sqrt(n), at least 3,000 and 8 k).
+
+    Out-of-corpus queries (3 words in no note, ``bench_memory.ooc_queries``) need more than in-corpus ones:
+    at 100k rows 1,500 candidates gave recall@10 0.987, 3,000 0.995, 6,000 0.998 (in-corpus 1.000 for each);
+    at 1M 3,000 gave 0.975, 6,000 0.986, 12,000 0.996, 24,000 0.999 (in-corpus 0.996 / 0.997 / 0.999 / 1.000)
+    at p50 ~8 / 12 / 17 / 24 ms on a loaded machine (``bench_coarse.py``; hash embedder). So the floor is
+    3,000 (~1.5 ms more at 100k); at 1M the ~10 ms budget keeps 3,000, and out-of-corpus recall there is 0.975.
 
     Measured at 1M rows in 4 shards (hash embedder, two sets of 100 queries, recall@10 against numpy exact):
     2,000 candidates 0.994 / 0.992, 3,000 0.995 / 0.999, 4,000 0.996 / 0.999, 6,000 0.997 / 0.999; rescoring
@@ -102,7 +119,7 @@ def coarse(n: int, k: int) -> int:
     0.995 / 0.997, 1,000 0.999 / 0.999, 1,500 1.000 / 0.999, 3,000 1.000 / 1.000, in 2.2 ms against 4.3 ms
     for 3,000. 3 sqrt(n) is 1,500 at 250k, 3,000 at 1M, 6,000 at 4M.
     """
-    return int(min(n, max(1500, 8 * k, 3 * int(n ** 0.5))))
+    return int(min(n, max(3000, 8 * k, 3 * int(n ** 0.5))))
 
 
 def _faiss() -> Any:
@@ -128,6 +145,7 @@ class SharedIndex:
         self._multi: Any = None              # faiss.IndexShards over self._pq (threaded, successive ids)
         self._mask_cache: tuple[Any, np.ndarray | None] | None = None
         self._viewed: tuple | None = None
+        self._last_shard: tuple[int, int, Any] | None = None   # writer side: (gen, shard, index) it last wrote
 
     # --- state ------------------------------------------------------------------------------------
     def state(self) -> dict[str, Any] | None:
@@ -155,31 +173,40 @@ class SharedIndex:
         os.replace(tmp, self.dir / "state.json")
 
     @contextlib.contextmanager
-    def _lock(self) -> Iterator[None]:
+    def _lock(self, wait: bool = True) -> Iterator[bool]:
+        """The writers' lock (``flock``: between processes, and between threads: each opens the file itself)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir / "lock", "a+b") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
             try:
-                yield
+                fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     # --- writer side --------------------------------------------------------------------------------
     def sync(self, top: int, changes: Callable[[int], tuple[list[int], bool]],
-             fetch: Callable[[list[int]], Rows], read_all: Callable[[], Rows]) -> None:
+             fetch: Callable[[list[int]], Rows], read_all: Callable[[], Rows], *, wait: bool = True) -> bool:
         """Bring the files up to log position ``top`` (no-op when another process already did).
 
         ``changes(after)`` -> (rids changed after that log position, whether the log was pruned past it);
         ``fetch(rids)`` / ``read_all()`` -> the present rows from SQLite (same snapshot as ``top``).
+        ``wait=False``: when another thread or process holds the writers' lock (it is appending), return
+        False at once instead of waiting for it (the caller scans what is not indexed yet itself).
         """
         s = self.state()
         if s is not None and s["seq"] >= top and s.get("format", 1) == FORMAT and self.damage(s) is None:
-            return
-        with self._lock():
+            return True
+        with self._lock(wait=wait) as locked:
+            if not locked:
+                return False
             s = self.state()
             damage = self.damage(s) if s is not None and s.get("format", 1) == FORMAT else None
             if s is not None and s["seq"] >= top and s.get("format", 1) == FORMAT and damage is None:
-                return
+                return True
             if damage is not None:
                 log.warning("memory: rebuilding the shared vector index %s from the database (%s)", self.dir, damage)
                 self._forget()
@@ -188,12 +215,35 @@ class SharedIndex:
                             s.get("format", 1), FORMAT, s["n"] - s["dead"])
             elif s is not None:
                 rids, pruned = changes(s["seq"])
-                live = s["n"] - s["dead"]
-                dead = s["dead"] + len(rids)    # at most: each changed rid kills its old slot
-                if not pruned and len(rids) <= max(2000, live // 4) and dead <= max(1024, s["n"] // 5):
+                if self.appendable(s, rids, pruned):
                     self._append(s, top, rids, fetch)
-                    return
+                    return True
             self._rebuild(top, read_all(), s)
+            return True
+
+    @staticmethod
+    def appendable(s: dict[str, Any], rids: list[int], pruned: bool) -> bool:
+        """Whether generation ``s`` takes the changes ``rids`` as an append (else it is rebuilt, compacted)."""
+        live = s["n"] - s["dead"]
+        changed = old_rids(s, rids)     # rids above every rid in the files are new rows: they kill no slot
+        dead = s["dead"] + len(changed)  # at most: each changed rid kills its old slot
+        return not pruned and len(changed) <= max(2000, live // 4) and dead <= max(1024, s["n"] // 5)
+
+    def append(self, seq: int, top: int, rids: list[int], rows: Rows) -> bool:
+        """Append changes read beforehand: ``rids`` logged in ``(seq, top]``, ``rows`` their present rows.
+
+        The background indexer (:class:`~agentstack_lab.memory.vectors.VectorIndex`) reads the changed rows
+        in a short read of the database and writes the files after it, with no read open (an open read keeps
+        SQLite from restarting the WAL). False, with nothing written, when the files are no longer at ``seq``
+        (another writer moved them meanwhile), are damaged, or the changes call for a rebuild.
+        """
+        with self._lock():
+            s = self.state()
+            if (s is None or s.get("format", 1) != FORMAT or s["seq"] != seq or self.damage(s) is not None
+                    or not self.appendable(s, rids, False)):
+                return False
+            self._append(s, top, rids, lambda _: rows)
+            return True
 
     def damage(self, s: dict[str, Any]) -> str | None:
         """What is wrong with generation ``s``'s files (None: each holds its ``n`` committed rows)."""
@@ -227,8 +277,8 @@ class SharedIndex:
         path = self._gen_dir(gen)
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
-        state = {"format": FORMAT, "db": self.db_id, "dims": self.dims, "gen": gen, "n": 0, "dead": 0, "seq": top, "pq": 0,
-                 "codes": {"ns": {}, "sess": {"": 0}, "agent": {"": 0}}}
+        state = {"format": FORMAT, "db": self.db_id, "dims": self.dims, "gen": gen, "n": 0, "dead": 0, "seq": top,
+                 "pq": 0, "rid_top": 0, "codes": {"ns": {}, "sess": {"": 0}, "agent": {"": 0}}}
         for name, dtype in _ARRAYS:
             (path / f"{name}.{np.dtype(dtype).str[1:]}").touch()
         self._write_rows(state, rows)
@@ -267,14 +317,17 @@ class SharedIndex:
                 fh.seek(n * row_bytes)
                 fh.write(np.ascontiguousarray(parts[name], dtype=dtype).tobytes())
         state["n"] = n + len(rids)
+        state["rid_top"] = max(int(state.get("rid_top", 0)), int(np.max(rids)))
 
     def _append(self, state: dict[str, Any], top: int, rids: list[int], fetch: Callable[[list[int]], Rows]) -> None:
         n = state["n"]
         if rids:
-            old = np.fromfile(self._file(state, "rid"), dtype=np.int64, count=n)
-            dead = np.memmap(self._file(state, "dead"), dtype=np.uint8, mode="r+", shape=(n,)) if n else None
+            changed = old_rids(state, rids)
+            dead = np.memmap(self._file(state, "dead"), dtype=np.uint8, mode="r+", shape=(n,)) \
+                if n and changed else None
             if dead is not None:
-                hit = np.flatnonzero(np.isin(old, np.asarray(rids, dtype=np.int64)) & (dead == 0))
+                old = np.fromfile(self._file(state, "rid"), dtype=np.int64, count=n)
+                hit = np.flatnonzero(np.isin(old, np.asarray(changed, dtype=np.int64)) & (dead == 0))
                 dead[hit] = 1                        # one byte per slot: readers see 0 or 1
                 dead.flush()
                 state["dead"] += len(hit)
@@ -306,10 +359,17 @@ class SharedIndex:
         size, have = state["shard"], state["pq"]
         for i in range(have // size, -(-n // size)):
             lo, hi = i * size, min(n, (i + 1) * size)
-            index = faiss.read_index(str(folder / (f"pq-{i}.faiss" if lo < have else "pq-train.faiss")))
+            cached = self._last_shard
+            if cached is not None and cached[:2] == (state["gen"], i) and cached[2].ntotal == have - lo and not train:
+                index = cached[2]     # the shard this writer wrote last: not read back from its file
+            else:
+                index = faiss.read_index(str(folder / (f"pq-{i}.faiss" if lo < have else "pq-train.faiss")))
+                if index.ntotal != max(0, min(have, hi) - lo):   # written by a writer that died before its state
+                    index = faiss.read_index(str(folder / "pq-train.faiss"))
             for j in range(lo + index.ntotal, hi, 65_536):
                 index.add(np.ascontiguousarray(vec[j:min(hi, j + 65_536)]))
             _write_index(faiss, index, folder / f"pq-{i}.faiss")
+            self._last_shard = (state["gen"], i, index)
         state["pq"] = n
 
     # --- reader side --------------------------------------------------------------------------------
@@ -475,6 +535,12 @@ class SharedIndex:
         if isinstance(mm, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
             with contextlib.suppress(OSError, ValueError):
                 mm.madvise(mmap.MADV_DONTNEED)
+
+
+def old_rids(state: dict[str, Any], rids: list[int]) -> list[int]:
+    """Those of ``rids`` that may have a slot in the files (all of them for files without ``rid_top``)."""
+    top = state.get("rid_top")
+    return rids if top is None else [r for r in rids if r <= top]
 
 
 def _write_index(faiss: Any, index: Any, path: Path) -> None:

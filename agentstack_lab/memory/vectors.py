@@ -13,7 +13,8 @@ same query (exact; at 1M rows about as slow as vec0's own brute-force KNN, which
 Three search paths, chosen by configuration: ``memory.vector.index = "shared"`` (the default) uses the
 memory-mapped index files shared by every process (:mod:`agentstack_lab.memory.index`: PQ fast-scan
 plus exact rescoring; at 1M entries ~10x faster than the exact scan with recall@10 >= 0.99 and without a
-per-process float32 copy); ``"exact"`` keeps the exact in-process matrix described below (recall 1.0,
+per-process float32 copy; the writing process keeps the files in step from a background thread, see
+:meth:`VectorIndex.kick`); ``"exact"`` keeps the exact in-process matrix described below (recall 1.0,
 one float32 copy per process); ``memory.vector.cache = false`` asks sqlite-vec itself. An in-memory
 database (no file to put index files next to) uses the exact matrix.
 
@@ -42,7 +43,7 @@ import numpy as np
 
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.memory.access import extract_session_id
-from agentstack_lab.memory.index import IndexChanging, IndexDamaged, SharedIndex
+from agentstack_lab.memory.index import FORMAT, IndexChanging, IndexDamaged, SharedIndex, old_rids
 from agentstack_lab.store.connection import row_numbers
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ __all__ = ["VectorIndex", "VectorFilter", "EmbedderMismatchError", "mismatch_err
 
 MAX_K = 4096          # the most hits one search returns
 LOG_KEEP = 200_000    # log rows kept; a reader further behind reloads in full
+TAIL_MAX = 50_000     # rows logged since the shared files' position that a search scans exactly (see search)
 BLOCK_ROWS = 1_000    # vectors a statement of add_block inserts (one 15 MB blob a 10k batch: 2.5 against 1.5-2 us a row)
 
 
@@ -193,6 +195,14 @@ class VectorIndex:
         self._lock = threading.RLock()
         self._matrix: _Matrix | None = None
         self._shared: SharedIndex | None = None
+        # the background indexer (shared path): follows this process's writes into the shared files
+        self._cv = threading.Condition()
+        self._wake = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._closed = False
+        self._final = True                          # close() catches up once more
+        self._indexed = -1                          # the log position the indexer last brought the files to
+        self.error: BaseException | None = None     # the background indexing's last failure
 
     # --- schema ---------------------------------------------------------------------------------
     def ensure(self, embedder_name: str, model: str) -> EmbedderMismatchError | None:
@@ -281,7 +291,7 @@ class VectorIndex:
         if self.shared:
             with self._lock:
                 try:
-                    index = self._shared_refresh()
+                    index, tail = self._shared_refresh()
                 except OSError as exc:   # e.g. a read-only workspace: no index files beside the database
                     log.warning("memory: shared vector index unavailable (%s); using the exact in-process matrix",
                                 exc)
@@ -291,7 +301,13 @@ class VectorIndex:
                                 exc)
                     return self._threshold(self._knn(q, flt, k), threshold)
                 else:
-                    hits = index.search(q, k, flt.namespace, flt.session_id, flt.agent_id, flt.include_shared)
+                    if tail is None:
+                        hits = index.search(q, k, flt.namespace, flt.session_id, flt.agent_id, flt.include_shared)
+                    else:   # files behind the log: their hits less the rows changed since, plus those rows exactly
+                        stale, extra, rows = tail
+                        hits = [h for h in index.search(q, k + extra, flt.namespace, flt.session_id, flt.agent_id,
+                                                        flt.include_shared) if h[0] not in stale]
+                        hits = sorted(hits + rows.search(q, flt, k), key=lambda h: -h[1])[:k]
         if hits is not None:
             pass
         elif self.use_cache:
@@ -333,22 +349,138 @@ class VectorIndex:
     # --- shared index (memory/index.py) -----------------------------------------------------------------
     def shared_index(self) -> SharedIndex:
         """This database's :class:`SharedIndex` (``vectors/<db file name>/`` beside the database)."""
-        if self._shared is None:
-            row = self.db.conn.execute("SELECT created_at, generation FROM vector_index WHERE id = 1").fetchone()
-            path = Path(self.db.path)
-            # the database, and which re-embedding of it (`memory reembed`): either change starts a new index
-            db_id = repr(row[0] if row else None) if not row or not row[1] else repr((row[0], row[1]))
-            self._shared = SharedIndex(path.parent / "vectors" / path.name, self.dimensions, db_id=db_id)
-        return self._shared
+        with self._lock:
+            if self._shared is None:
+                self._shared = self._new_shared()
+            return self._shared
 
-    def _shared_refresh(self) -> SharedIndex:
+    def _new_shared(self) -> SharedIndex:
+        row = self.db.conn.execute("SELECT created_at, generation FROM vector_index WHERE id = 1").fetchone()
+        path = Path(self.db.path)
+        # the database, and which re-embedding of it (`memory reembed`): either change starts a new index
+        db_id = repr(row[0] if row else None) if not row or not row[1] else repr((row[0], row[1]))
+        return SharedIndex(path.parent / "vectors" / path.name, self.dimensions, db_id=db_id)
+
+    def _shared_refresh(self) -> tuple[SharedIndex, tuple[set[int], int, _Matrix] | None]:
+        """The shared index brought up to the log, and the tail this search scans exactly (or None).
+
+        When another thread or process holds the writers' lock (the background indexer appending a batch),
+        the search does not wait for it: it searches the files as they are and scans the rows logged since
+        their position exactly (``(rids changed, how many of them may have slots, their rows)``), so it
+        waits for no more than those rows. Only a tail over :data:`TAIL_MAX` rows (a database no process
+        indexed, a log pruned past the files) waits for the lock and syncs.
+        """
         index = self.shared_index()
+        tail = None
         with self._log_snapshot() as (conn, top):
-            index.sync(top, lambda after: self._changes(conn, after), lambda rids: self._fetch(conn, rids),
-                       lambda: self._read_all(conn))
+            args = (lambda after: self._changes(conn, after), lambda rids: self._fetch(conn, rids),
+                    lambda: self._read_all(conn))
+            if not index.sync(top, *args, wait=False):
+                s = index.state()
+                if s is not None and s.get("format", 1) == FORMAT and index.damage(s) is None:
+                    rids, pruned = self._changes(conn, s["seq"])
+                    stale = old_rids(s, rids)
+                    if not pruned and len(rids) <= TAIL_MAX and len(stale) <= 1000:
+                        rows = _Matrix(self.dimensions, cap=max(1, len(rids)))
+                        rows.put(self._present(conn, rids))
+                        tail = (set(rids), len(stale), rows)
+                if tail is None:
+                    index.sync(top, *args)
         if not index.refresh():   # state.json replaced or removed between the sync and now
             raise IndexChanging(f"{index.dir}: no shared vector index after sync")
-        return index
+        return index, tail
+
+    # --- the background indexer (shared path) ---------------------------------------------------------
+    def kick(self) -> None:
+        """Have the background thread bring the shared index up to the log (a write was committed)."""
+        if not self.shared:
+            return
+        with self._cv:
+            if self._closed:
+                return
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, name="agentstack-vector-index", daemon=True)
+                self._worker.start()
+        self._wake.set()
+
+    def wait_for(self, seq: int) -> None:
+        """Block until the shared files hold log position ``seq`` (or the indexer failed or stopped).
+
+        ``store_many`` waits for its previous batch, so the files are at most one batch behind a bulk load
+        and the first search after it scans at most that batch exactly.
+        """
+        with self._cv:
+            while (self._indexed < seq and self.error is None and self._worker is not None
+                   and self._worker.is_alive()):
+                self._cv.wait(0.5)
+
+    def _run(self) -> None:
+        index: SharedIndex | None = None   # the thread's own: SharedIndex caches state, not thread-safe
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            # catch up even when close() woke the thread: a process that writes and exits at once leaves
+            # the shared files holding its writes (not after a re-embedding replaced this index: see close)
+            if self._closed and not self._final:
+                return
+            try:
+                if index is None:
+                    index = self._new_shared()
+                top = self._follow(index)
+                with self._cv:
+                    self._indexed, self.error = max(self._indexed, top), None
+                    self._cv.notify_all()
+            except Exception as exc:   # the next search syncs itself (and reports it)
+                log.warning("memory: the background vector indexing of %s failed: %s", self.db.path, exc)
+                with self._cv:
+                    self.error = exc
+                    self._cv.notify_all()
+                if isinstance(exc, OSError):   # e.g. a read-only workspace: no index files beside it
+                    return
+            if self._closed:
+                return
+
+    def _follow(self, index: SharedIndex) -> int:
+        """Bring ``index``'s files up to the log; returns the log position they hold.
+
+        The changed rows are read in one short read of the database and written to the files after it: a
+        read open while the files are written (and the PQ codes encoded) would keep SQLite from restarting
+        the WAL during a bulk load (see :mod:`.fts_file`). Only a rebuild reads throughout.
+        """
+        while True:
+            s = index.state()
+            usable = s is not None and s.get("format", 1) == FORMAT and index.damage(s) is None
+            rows, rids = None, []
+            with self._log_snapshot() as (conn, top):
+                if usable and s is not None:
+                    if s["seq"] >= top:
+                        return top
+                    rids, pruned = self._changes(conn, s["seq"])
+                    if not pruned and index.appendable(s, rids, False):
+                        rows = self._fetch(conn, rids)
+            if rows is not None and s is not None:
+                if index.append(s["seq"], top, rids, rows):
+                    return top
+                continue   # another writer moved the files meanwhile: look again
+            with self._log_snapshot() as (conn, top):
+                index.sync(top, lambda after: self._changes(conn, after), lambda r: self._fetch(conn, r),
+                           lambda: self._read_all(conn))
+            return top
+
+    def close(self, *, catch_up: bool = True) -> None:
+        """Stop the background indexer after it has indexed every write kicked so far.
+
+        ``catch_up=False``: stop without indexing more (a re-embedding replaced this index: its files now
+        belong to another embedding of the database).
+        """
+        with self._cv:
+            self._closed = True
+            self._final = catch_up
+            worker, self._worker = self._worker, None
+            self._cv.notify_all()
+        self._wake.set()
+        if worker is not None and worker is not threading.current_thread():
+            worker.join()
 
     @staticmethod
     def _changes(conn: Any, after: int) -> tuple[list[int], bool]:
@@ -361,6 +493,18 @@ class VectorIndex:
     def _present(conn: Any, rids: list[int]) -> list[tuple[int, bytes, str, str, str]]:
         """``(rid, float32 bytes, namespace, session, agent)`` of those ``rids`` still stored, 500 per query."""
         found: list[tuple[int, bytes, str, str, str]] = []
+        if len(rids) > 500 and max(rids) - min(rids) < 2 * len(rids):   # a bulk write's rids: one range read
+            wanted = set(rids)
+            cache: dict[tuple[str, Any], tuple[str, str, str]] = {}
+            for rid, blob, ns, agent in conn.execute(
+                    "SELECT v.rid, v.embedding, m.namespace, m.agent_id FROM memory_vec v JOIN memory m ON m.rid = v.rid"
+                    " WHERE v.rid BETWEEN ? AND ?", (min(rids), max(rids))):
+                if rid in wanted:
+                    meta = cache.get((ns, agent))
+                    if meta is None:
+                        meta = cache[(ns, agent)] = vec_metadata(ns, agent)
+                    found.append((rid, blob, *meta))
+            return found
         for i in range(0, len(rids), 500):
             chunk = rids[i:i + 500]
             found += [(r[0], r[1], *vec_metadata(r[2], r[3])) for r in conn.execute(

@@ -129,6 +129,7 @@ class SqliteBackend(RowReads["SQLiteDatabase"]):
         if pool is not None:
             pool.shutdown(wait=True)
         self.fts_index.close()
+        self.index.close()
 
     def _new_index(self) -> VectorIndex:
         vector = self._config.vector
@@ -149,7 +150,8 @@ class SqliteBackend(RowReads["SQLiteDatabase"]):
         """Follow a re-embedding that finished since (in any process): a new index, the mismatch looked at again."""
         identity = self._read_identity()
         if identity != self._identity:
-            self.index = self._new_index()
+            old, self.index = self.index, self._new_index()
+            old.close(catch_up=False)   # its files are the old embedding's
             self.ensure(*self._wanted)
 
     # --- writes -------------------------------------------------------------------------------------
@@ -219,8 +221,10 @@ class SqliteBackend(RowReads["SQLiteDatabase"]):
                 self.index.prune_log(conn)
             mark = self._log_mark(conn)
         self.fts_index.kick()   # the full-text index follows in the background
-        if len(todo) >= BULK_ROWS:   # a bulk load runs at most one batch ahead of it
+        self.index.kick()       # and the shared vector index
+        if len(todo) >= BULK_ROWS:   # a bulk load runs at most one batch ahead of them
             self.fts_index.wait_for(self._bulk_mark)
+            self.index.wait_for(self._bulk_mark)
             self._bulk_mark = mark
         return len(items)
 
@@ -291,6 +295,7 @@ class SqliteBackend(RowReads["SQLiteDatabase"]):
             self.index.remove(conn, [row[0]])
             conn.execute("DELETE FROM memory WHERE rid = ?", (row[0],))
         self.fts_index.kick()
+        self.index.kick()
         return True
 
     def purge(self, conn: Any, namespace: str, agent_id: str | None = None) -> int:
