@@ -192,11 +192,11 @@ def test_agents_panel_shows_the_run_cost(server, browser):
     row = panel.locator(".agentstack-run").filter(has_text="How are sales trending")
     expect(row).to_have_count(1)
     expect(row.locator(".agentstack-run-meta")).to_contain_text(f"tokens · cost {cost} · 4 agents")
-    row.click()
-    root_node = panel.locator(".agentstack-tree-view > .agentstack-tree-node")
+    row.locator(".agentstack-run-prompt").click()  # not the row's centre: its notebook link opens the notebook
+    root_node = panel.locator(".agentstack-tree-view > .agentstack-snapshot-node")  # the run view (runview.ts)
     expect(root_node).to_have_count(1)
     expect(root_node.locator(".agentstack-cost").first).to_have_text(f" · cost {cost}")
     # and each subagent's own figure
-    expect(root_node.locator(".agentstack-tree-node .agentstack-cost")).to_have_count(3)
+    expect(root_node.locator(".agentstack-snapshot-node .agentstack-cost")).to_have_count(3)
     assert not errors, errors
     page.close()
