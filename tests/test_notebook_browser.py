@@ -111,6 +111,18 @@ CODE = "\\n".join(["best_year = max(sales, key=sales.get)"] + [f"check_{i} = sal
 AGENT = "run = %agent --provider @asking --max-depth 1 What was our best year for sales?\nrun"
 
 
+def checkout_extension(tmp_path: Path) -> str:
+    """A JUPYTER_PATH whose ``labextensions/agentstack-lab`` is this checkout's ``labextension/dist``.
+
+    A server would otherwise load the copy installed in the venv, which is older than the checkout
+    whenever the sources changed after the install (a 404 for its ``remoteEntry``).
+    """
+    data = tmp_path / "jupyter-data" / "labextensions"
+    data.mkdir(parents=True)
+    (data / "agentstack-lab").symlink_to(Path(__file__).resolve().parents[1] / "labextension" / "dist")
+    return str(tmp_path / "jupyter-data")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -131,7 +143,8 @@ def lab(tmp_path_factory):
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, HOME=str(tmp_path / "home"), JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1")
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1",
+               JUPYTER_PATH=checkout_extension(tmp_path))
     log = (tmp_path / "lab.log").open("w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",

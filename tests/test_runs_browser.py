@@ -27,7 +27,14 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from tests.notebook_helpers import CODE_THEN_ANSWER
-from tests.test_notebook_browser import CHROMIUM, CHROMIUM_ARGS, CONTRAST_JS, _free_port, _set_theme
+from tests.test_notebook_browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    CONTRAST_JS,
+    _free_port,
+    _set_theme,
+    checkout_extension,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -60,7 +67,8 @@ def lab(tmp_path_factory):
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, HOME=str(tmp_path / "home"), JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1")
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1",
+               JUPYTER_PATH=checkout_extension(tmp_path))
     log = (tmp_path / "lab.log").open("w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
