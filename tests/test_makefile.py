@@ -105,7 +105,8 @@ def test_make_lab_starts_in_notebooks_with_the_venv_on_path(tmp_path):
     """`make lab`'s server (and so JupyterLab's Terminal) starts in notebooks/ with the venv first on PATH and a
     non-login shell, which keeps that PATH (the browser test drives it: test_make_lab_browser.py)."""
     shutil.copy(REPO / "Makefile", tmp_path / "Makefile")
-    plan = subprocess.run(["make", "-n", "lab", f"BIN={tmp_path}/v/bin", "STAMP=", "LAB_ARGS=--port=1"],
+    plan = subprocess.run(["make", "--no-print-directory", "-n", "lab", f"BIN={tmp_path}/v/bin", "STAMP=",
+                           "LAB_ARGS=--port=1"],  # under `make test` a nested make would name its directory
                           cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True).stdout
     script = plan.replace("\\\n", " ")
     assert script.lstrip().startswith("cd notebooks && "), plan
