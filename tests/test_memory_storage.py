@@ -80,6 +80,9 @@ def test_vectors_in_an_older_vec0_table_move_to_the_plain_table_once(tmp_path, c
         a, _ = _fill(ws)
         before = ws.db.query("SELECT rid, embedding FROM memory_vec ORDER BY rid")
         d = ws.memory.index.dimensions
+        # the background indexer has taken every write before the table goes: an older database had no
+        # indexer reading its vectors while they were being replaced (it would skip the missing rows)
+        ws.memory.index.wait_for(ws.db.query("SELECT seq FROM sqlite_sequence WHERE name = 'memory_vec_log'")[0][0])
         ws.db.execute("DROP TABLE memory_vec")
         extra = ", namespace text, session text, agent text" if meta else ""
         ws.db.execute(f"CREATE VIRTUAL TABLE memory_vec USING vec0(rid integer primary key, embedding float[{d}]"
