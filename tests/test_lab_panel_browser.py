@@ -18,6 +18,7 @@ workspace), serving the lab extension exactly as committed in ``labextension/dis
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -124,7 +125,10 @@ def page(lab):
             yield page
         finally:
             browser.close()
-        assert not errors, errors
+        # JupyterLab's own services reject a kernel request still in flight when its kernel goes (a notebook a
+        # test opened, closed with the browser): "Canceled future for <request> message before replies were done"
+        assert not [e for e in errors if not re.fullmatch(r"Error: Canceled future for \w+ message before replies "
+                                                          r"were done", e)], errors
 
 
 def _panel_contrast(page, where: str) -> list[dict]:
