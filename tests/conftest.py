@@ -150,7 +150,8 @@ def workdir(tmp_path):
 # --- memory backends: the memory suites run against SQLite and PostgreSQL + pgvector --------------
 # Modules whose tests take `ws` (or `backend`) run once per backend; a test that inspects SQLite's own
 # tables (FTS5 shadow tables, sqlite-vec, triggers) says so with @pytest.mark.sqlite_only.
-BOTH_BACKENDS = {"test_memory", "test_memory_scores", "test_memory_access", "test_memory_sessions_hardening", "test_memory_postgres"}
+BOTH_BACKENDS = {"test_memory", "test_memory_scores", "test_memory_access", "test_memory_sessions_hardening", "test_memory_postgres",
+                 "test_memory_reembed"}
 
 
 

@@ -31,6 +31,11 @@ def _config(workdir, **memory) -> None:
     (workdir / "agentstack.config.json").write_text(json.dumps({"memory": memory}))
 
 
+def _with(backend_config: dict, **memory) -> Config:
+    """``backend_config`` (SQLite, or a fresh PostgreSQL database) with ``memory`` settings added."""
+    return Config.model_validate({**backend_config, "memory": {**backend_config.get("memory", {}), **memory}})
+
+
 def cli(*args: str) -> tuple[int, str, str]:
     out = runner.invoke(app, list(args))
     return out.exit_code, out.stdout, out.stderr
@@ -111,11 +116,11 @@ def test_reembed_through_the_cli_resumes_after_an_interruption(workdir):
         assert ws.db.query("SELECT count(*) FROM memory_reembed_vec")[0][0] == 0
 
 
-def test_reembed_resumes_after_the_embedder_failed_midway(tmp_path, monkeypatch):
+def test_reembed_resumes_after_the_embedder_failed_midway(tmp_path, monkeypatch, backend, backend_config):
     root = tmp_path / "w"
-    with Workspace.open(root, announce=False) as ws:
+    with Workspace.open(root, config=_with(backend_config), announce=False) as ws:
         ws.memory.store_many(NOTES[:300])
-    cfg = Config.model_validate({"memory": {"vector": {"dimensions": 64}}})
+    cfg = _with(backend_config, vector={"dimensions": 64})
     with Workspace.open(root, config=cfg, announce=False) as ws:
         real, calls = ws.embedder.embed, []
 
@@ -131,13 +136,15 @@ def test_reembed_resumes_after_the_embedder_failed_midway(tmp_path, monkeypatch)
         monkeypatch.setattr(ws.embedder, "embed", real)
         again = ws.memory.reembed(batch_size=50)
         assert (again.finished, again.resumed, again.embedded) == (True, True, 200)
+        assert ws.memory.stats() == {"memory": 300, "fts": 300, "vector": 300}
+        assert all(int(h.key[1:]) % 3 == 0 for h in ws.memory.search("kubernetes cluster service", "vector", limit=5))
 
 
-def test_the_memory_is_searchable_and_writable_throughout_a_reembed(tmp_path):
+def test_the_memory_is_searchable_and_writable_throughout_a_reembed(tmp_path, backend, backend_config):
     root = tmp_path / "w"
-    with Workspace.open(root, announce=False) as old:
+    with Workspace.open(root, config=_with(backend_config), announce=False) as old:
         old.memory.store_many(NOTES)
-        new_cfg = Config.model_validate({"memory": {"vector": {"dimensions": 48}}})
+        new_cfg = _with(backend_config, vector={"dimensions": 48})
         seen: list[tuple] = []
         with Workspace.open(root, config=new_cfg, announce=False) as new:
             def during(done: int, total: int) -> None:

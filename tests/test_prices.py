@@ -168,6 +168,14 @@ def test_the_notebook_fold_prices_each_subtree_with_the_runs_model():
     overridden = TreeState(prices=PriceTable({"anthropic": {"claude-sonnet-4-5": {"input": 0, "output": 0}}}))
     overridden.extend(_events("anthropic", "claude-sonnet-4-5"))
     assert overridden.to_tree()[0]["cost"]["text"] == "$0.0000"
+    # the subtree costs a widget update asks for are kept until the next event or another price table
+    first = state.subtree_cost("root")
+    assert state.subtree_cost("root") is first
+    state.apply(AgentState(agent_id="kid", state={"ownUsage": usage(60_000, 5_000)}))
+    more = table.cost(usage(60_000, 5_000), "anthropic", "claude-sonnet-4-5")
+    assert state.subtree_cost("root").usd == pytest.approx(own.usd + more.usd)
+    state.prices = PriceTable({"anthropic": {"claude-sonnet-4-5": {"input": 0, "output": 0}}})
+    assert state.subtree_cost("root").usd == 0
 
 
 def test_the_saved_tree_shows_the_cost_in_every_representation():

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from agentstack_lab.events import ToolCall, ToolResult, from_wire
 
-__all__ = ["tool_record", "tool_records", "user_frames", "code_failed", "MAX_TEXT", "EDITED_NOTE"]
+__all__ = ["as_text", "tool_record", "tool_records", "user_frames", "code_failed", "MAX_TEXT", "EDITED_NOTE"]
 
 MAX_TEXT = 4000
 EDITED_NOTE = "(The user edited the code before it ran.)"  # told to the model, never shown as the code's output
@@ -35,7 +35,8 @@ def _clip(text: str | None, limit: int = MAX_TEXT) -> str | None:
     return text if len(text) <= limit else text[:limit] + f"\n… [{len(text) - limit} more characters]"
 
 
-def _plain(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A value as the views show it: a string as is, else indented JSON (``repr`` when not JSON-able)."""
     if isinstance(value, str):
         return value
     try:
@@ -74,13 +75,13 @@ def tool_record(tool: str, input: Any, output: Any, error: str | None, done: boo
         traceback = out.get("traceback") if isinstance(out.get("traceback"), str) else None
         traceback = traceback or (error if error and error != "rejected by the user" else None)
     elif output is not None:
-        text = out["text"] if isinstance(out.get("text"), str) else _plain(
+        text = out["text"] if isinstance(out.get("text"), str) else as_text(
             {k: v for k, v in out.items() if not (v is None or (isinstance(v, str | list | dict) and not v))}
             if isinstance(output, dict) else output)
         traceback = error
     else:
         text, traceback = None, error if error != "rejected by the user" else None
-    return {"tool": tool, "input": None if code is not None else _clip(_plain(input)) if input is not None else None,
+    return {"tool": tool, "input": None if code is not None else _clip(as_text(input)) if input is not None else None,
             "code": _clip(code), "original": _clip(original if isinstance(original, str) else None),
             "decision": decision, "output": _clip(text), "traceback": _clip(traceback), "done": done}
 

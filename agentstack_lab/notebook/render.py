@@ -11,10 +11,9 @@ or :func:`~agentstack_lab.notebook.sanitize.escape`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from agentstack_lab.engine.transcript import MAX_TEXT, user_frames
+from agentstack_lab.engine.transcript import MAX_TEXT, as_text, user_frames
 from agentstack_lab.events import STATUS_LABELS
 from agentstack_lab.notebook.codeview import diff_html, diff_stats, highlighted_box
 from agentstack_lab.notebook.sanitize import escape, markdown_to_html
@@ -104,15 +103,6 @@ def code_box(code: str, *, clamped: bool = False) -> str:
     """Code, read-only: monospace, long lines scroll (never break mid-word), theme code colours."""
     cls = "agentstack-code-box clamped" if clamped else "agentstack-code-box"
     return f'<pre class="{cls}">{escape(code)}</pre>'
-
-
-def _plain(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, indent=2, default=str, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def source_label(source: Any) -> str:
@@ -257,7 +247,7 @@ def answers_html(answers: list[dict[str, Any]], decisions: list[str | None]) -> 
         else:
             if answer in (None, ""):
                 continue
-            shown = _plain(answer)
+            shown = as_text(answer)
             summary = f"{escape(excerpt(question, 60))} → {escape(excerpt(shown, 40))} ({escape(by)})"
         items.append(f'<details class="agentstack-qa-item"><summary>{summary}</summary>'
                      f"<div><b>Q:</b> {escape(question)}</div><div><b>A:</b> {escape(shown)}</div></details>")

@@ -195,6 +195,9 @@ class TreeState:
         self.roots: list[str] = []
         self._clock = clock
         self.prices = prices or PriceTable()  # the workspace's table once a run is attached (providers/prices.py)
+        # subtree costs of the fold as it is (cleared by apply; keyed to the price table, which may be replaced):
+        # a widget update prices every shown node's subtree, O(n^2) lookups without it
+        self._costs: tuple[PriceTable, dict[str, Cost]] = (self.prices, {})
 
     def node(self, agent_id: str) -> NodeState:
         node = self.nodes.get(agent_id)
@@ -231,6 +234,7 @@ class TreeState:
         agent_id = getattr(event, "agent_id", None)
         if agent_id is None:
             return None
+        self._costs[1].clear()
         node = self.node(agent_id)
         if isinstance(event, AgentState):
             s = event.state or {}
@@ -328,10 +332,16 @@ class TreeState:
 
     def subtree_cost(self, node_id: str) -> Cost:
         """An agent's cost with its descendants' (a lower bound when some of theirs is unknown)."""
+        if self._costs[0] is not self.prices:
+            self._costs = (self.prices, {})
+        memo = self._costs[1]
+        if node_id in memo:
+            return memo[node_id]
         n = self.nodes[node_id]
         total = self.prices.cost(n.usage, *self.model_of(node_id))
         for child in n.children:
             total = total + self.subtree_cost(child)
+        memo[node_id] = total
         return total
 
     def subtree_usage(self, node_id: str) -> dict[str, Any]:

@@ -112,10 +112,28 @@ def pg_0003_vector_index(cur: Any) -> None:
         )""")
 
 
+def pg_0004_reembed(cur: Any) -> None:
+    """``memory reembed`` on PostgreSQL: the embedder of an unfinished run, and a generation per re-embedding.
+
+    The new vectors themselves go to ``memory_reembed_vec``, made by each run with its dimension (see
+    :mod:`agentstack_lab.memory.reembed`).
+    """
+    cur.execute("""
+        CREATE TABLE vector_reembed (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            embedder TEXT NOT NULL,
+            model TEXT NOT NULL,
+            dimensions INTEGER NOT NULL,
+            started_at DOUBLE PRECISION NOT NULL
+        )""")
+    cur.execute("ALTER TABLE vector_index ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[tuple[str, Callable[[Any], None]]] = [
     ("pg_0001_memory", pg_0001_memory),
     ("pg_0002_sessions", pg_0002_sessions),
     ("pg_0003_vector_index", pg_0003_vector_index),
+    ("pg_0004_reembed", pg_0004_reembed),
 ]
 
 

@@ -54,7 +54,9 @@ try:
 except ImportError:   # pragma: no cover - depends on the installed extras
     psycopg = None
 
-__all__ = ["PgDatabase", "PostgresBackend", "PostgresUnavailableError"]
+__all__ = ["PgDatabase", "PostgresBackend", "PostgresUnavailableError", "VECTOR_LOCK"]
+
+VECTOR_LOCK = 0x61677375   # advisory lock: exclusive to make or replace memory_vec, shared by every write
 
 _COLS = "m.rid, m.id, m.key, m.namespace, m.content, m.content_hash, m.metadata::text, m.agent_id, m.version," \
         " m.created_at, m.updated_at, (SELECT json_agg(tag)::text FROM memory_tags t WHERE t.memory_rid = m.rid)"
@@ -177,7 +179,8 @@ class PgDatabase(PerThreadConnections):
     closes_across_threads = True
 
 
-def _vec_text(v: np.ndarray) -> str:
+def vector_text(v: np.ndarray) -> str:
+    """The text form pgvector reads for ``v`` (bound as a parameter and cast with ``::vector``)."""
     return "[" + ",".join(map(repr, np.asarray(v, dtype=np.float32).tolist())) + "]"
 
 
@@ -213,12 +216,15 @@ class PostgresBackend(RowReads[PgDatabase]):
         self.index_kind = config.postgres.index
         self.ef_search = config.postgres.ef_search
         self.mismatch: EmbedderMismatchError | None = None   # set by ensure(): another embedder made the vectors
+        self._identity: tuple[str, str, int] | None = None    # (embedder, model, dimensions) this process embeds with
+        self._stored: tuple[str, str, int] | None = None      # the same of the stored vectors, as last read
 
     def ensure(self, embedder_name: str, model: str) -> None:
         """Make ``memory_vec`` for this dimension, or record (in ``mismatch``) that another embedder made it."""
         d = self.dimensions
+        self._identity = (embedder_name, model, d)
         with self.db.transaction() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(?)", (0x61677375,))
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (VECTOR_LOCK,))
             row = conn.execute("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1").fetchone()
             if row is None:
                 conn.execute(f"CREATE TABLE memory_vec (rid BIGINT PRIMARY KEY REFERENCES memory (rid)"
@@ -229,12 +235,20 @@ class PostgresBackend(RowReads[PgDatabase]):
             if self.index_kind == "hnsw" and tuple(row) == (embedder_name, model, d):
                 conn.execute("CREATE INDEX IF NOT EXISTS memory_vec_hnsw ON memory_vec"
                              " USING hnsw (embedding vector_cosine_ops)")
-        self.mismatch = None
-        if tuple(row) != (embedder_name, model, d):   # keyword search and reads still work (see Memory.search)
-            self.mismatch = mismatch_error(self.db.path, (row[0], row[1], int(row[2])), (embedder_name, model, d))
+        self._set_stored((row[0], row[1], int(row[2])))
+
+    def _set_stored(self, stored: tuple[str, str, int]) -> None:
+        assert self._identity is not None, "ensure() runs before any read or write"
+        self._stored = stored
+        self.mismatch = None if stored == self._identity else mismatch_error(self.db.path, stored, self._identity)
 
     def refresh(self) -> None:
-        """A re-embedding is SQLite-only for now: nothing to follow here."""
+        """Follow a re-embedding finished by any process (``memory reembed``): one read of ``vector_index``."""
+        if self._identity is None:
+            return
+        row = self.db.conn.execute("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1").fetchone()
+        if row is not None and (row[0], row[1], int(row[2])) != self._stored:
+            self._set_stored((row[0], row[1], int(row[2])))
 
     # --- writes -------------------------------------------------------------------------------------
     @staticmethod
@@ -264,6 +278,14 @@ class PostgresBackend(RowReads[PgDatabase]):
         namespaces = {it.namespace for it in items}
         with self.db.transaction() as conn:
             check_sessions_active(conn, namespaces)        # FOR SHARE: Sessions.end waits for this commit
+            # shared: a re-embedding replaces memory_vec under the exclusive lock, so it is either before
+            # this write (and seen just below) or after it (and embeds what this writes)
+            conn.execute("SELECT pg_advisory_xact_lock_shared(?)", (VECTOR_LOCK,))
+            row = conn.execute("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1").fetchone()
+            if row is not None and (row[0], row[1], int(row[2])) != self._identity:
+                self._set_stored((row[0], row[1], int(row[2])))
+                raise EmbedderMismatchError(f"{self.db.path}: the memory was re-embedded by another process during"
+                                            " this write; nothing was written, write again")
             self._lock_namespaces(conn, namespaces)
             existing = self._existing(conn, items)
             new = [it for it in items if (it.namespace, it.key) not in existing]
@@ -304,7 +326,7 @@ class PostgresBackend(RowReads[PgDatabase]):
                      (it.content, it.hash, it.meta_json, agent, 1 if changed else 0, now, rid))
         if changed:
             conn.execute("INSERT INTO memory_vec (rid, embedding) VALUES (?, ?::vector) ON CONFLICT (rid)"
-                         " DO UPDATE SET embedding = EXCLUDED.embedding", (rid, _vec_text(vectors[id(it)])))
+                         " DO UPDATE SET embedding = EXCLUDED.embedding", (rid, vector_text(vectors[id(it)])))
         if it.tags is None:
             return []
         conn.execute("DELETE FROM memory_tags WHERE memory_rid = ?", (rid,))
@@ -404,7 +426,7 @@ class PostgresBackend(RowReads[PgDatabase]):
                                             f" @@ ({expr})", [sorted(words), *qparams])}
 
     def vector(self, query: np.ndarray, flt: Any, where: str, params: list[Any], k: int) -> list[tuple[int, float]]:
-        q = _vec_text(query)
+        q = vector_text(query)
         with self.db.transaction() as conn:
             if self.index_kind == "hnsw":
                 conn.execute("SELECT set_config('hnsw.ef_search', ?, true),"
