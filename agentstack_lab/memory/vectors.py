@@ -407,8 +407,13 @@ class VectorIndex:
         """Block until the shared files hold log position ``seq`` (or the indexer failed or stopped).
 
         ``store_many`` waits for its previous batch, so the files are at most one batch behind a bulk load
-        and the first search after it scans at most that batch exactly.
+        and the first search after it scans at most that batch exactly. A position written by another
+        process wakes the thread first (nothing in this process kicked it for that write).
         """
+        with self._cv:
+            behind = self._indexed < seq and not self._closed
+        if behind:   # a position another process logged: this thread was never kicked for it
+            self.kick()
         with self._cv:
             while (self._indexed < seq and self.error is None and self._worker is not None
                    and self._worker.is_alive()):
