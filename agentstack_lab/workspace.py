@@ -8,8 +8,10 @@ type registered once (``ws.agent_types.register(...)`` or a plugin) is visible t
 
 ``Workspace.open()`` finds ``agentstack.config.json`` (walking up from the working
 directory, or ``$AGENTSTACK_CONFIG``) and puts the database at
-``.agentstack/agentstack.db`` next to it (or under the working directory when there
-is no file). The database is opened on first use, and its absolute path is printed
+``.agentstack/agentstack.db`` next to it. With no config file it uses the nearest
+``.agentstack/agentstack.db`` walking up from the working directory (below the home folder, as
+git finds ``.git``: a notebook in ``project/sub/`` shares ``project/``'s runs and memory with the
+terminal and the Agents panel), else makes one in the working directory. The database is opened on first use, and its absolute path is printed
 to stderr the first time this process opens it (``announce=False`` keeps quiet; the notebook
 passes ``announce="stdout"``, as it is information, not an error, and then prints it only when the
 file is new or is not the one in the notebook's own folder), with "(new)" when the file is being created. It is never an in-memory database.
@@ -135,7 +137,7 @@ class Workspace:
                 config = load_config(start=root)
         else:
             file = find_config_file() if config is None else config.source
-            root = file.parent if file is not None else Path.cwd().resolve()
+            root = file.parent if file is not None else existing_root(Path.cwd().resolve())
             if config is None:
                 config = load_config(file) if file is not None else Config()
             db_path = root / DB_DIRNAME / DB_FILENAME
@@ -308,6 +310,21 @@ class Workspace:
         return f"Workspace(root={str(self.root)!r}, db={str(self.db_path)!r})"
 
 
+def existing_root(here: Path) -> Path:
+    """The nearest of ``here`` and its parents holding ``.agentstack/agentstack.db``, else ``here``.
+
+    The walk stops below the home folder and the filesystem's root (only ``here`` itself may be either):
+    a stray ``~/.agentstack`` does not become every project's workspace.
+    """
+    home = Path.home().resolve()
+    for folder in (here, *here.parents):
+        if folder != here and (folder == home or folder.parent == folder):
+            break
+        if (folder / DB_DIRNAME / DB_FILENAME).is_file():
+            return folder
+    return here
+
+
 # -- the workspace of an IPython shell -------------------------------------------------------------
 _SHELL_ATTR = "_agentstack_lab_workspace"  # kept on the shell object: per kernel, not per process
 
@@ -334,7 +351,8 @@ def current() -> Workspace:
 
     In an IPython shell every call returns the same object (do not close it: the magics use it too).
     Outside IPython nothing is shared: each call opens the workspace found from the working
-    directory (``agentstack.config.json`` walking up, else ``.agentstack/`` here); close it when done.
+    directory (``agentstack.config.json`` walking up, else the nearest ``.agentstack/`` above, else here); close it
+    when done.
     """
     ipython = sys.modules.get("IPython")  # not imported: certainly not inside IPython
     shell = ipython.get_ipython() if ipython is not None else None

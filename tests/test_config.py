@@ -54,6 +54,27 @@ def test_found_walking_up_and_by_env(workdir, monkeypatch):
         load_config()
 
 
+def test_without_a_config_file_the_nearest_workspace_is_found_walking_up(workdir, monkeypatch):
+    from agentstack_lab.workspace import Workspace
+
+    sub = workdir / "project" / "sub"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    with Workspace.open(announce=False) as ws:      # nothing above: a new workspace here
+        assert ws.root == sub.resolve()           # (the database is made on first use: none yet)
+    assert not (sub / ".agentstack").exists()
+    with Workspace.open(workdir / "project", announce=False) as ws:
+        ws.memory.store("k", "made at the project's top")
+    with Workspace.open(announce=False) as ws:      # the project's, from its sub-folder
+        assert ws.root == (workdir / "project").resolve() and ws.memory.get("k") is not None
+    monkeypatch.setenv("HOME", str(workdir / "project"))   # not above the home folder, but in it
+    with Workspace.open(announce=False) as ws:
+        assert ws.root == sub.resolve()
+    monkeypatch.chdir(workdir / "project")
+    with Workspace.open(announce=False) as ws:
+        assert ws.root == (workdir / "project").resolve()
+
+
 def test_env_interpolation_and_secret_masking(workdir, monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-very-secret")
     write(workdir / "agentstack.config.json", {"providers": {"openai": {"api_key": "${MY_KEY}",
