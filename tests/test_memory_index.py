@@ -225,6 +225,27 @@ def test_unwritable_index_folder_falls_back_to_the_exact_matrix(tmp_path, caplog
         assert caplog.text.count("background vector indexing") == 1
 
 
+def test_a_truncated_8bit_shard_is_rebuilt_and_the_search_still_right(tmp_path, small_pq, caplog):
+    """The 8-bit codes are mapped too (a read past a shortened file's end would be SIGBUS): a shard file shorter
+    than its header says is damage, searched exactly this once and rebuilt from the database."""
+    texts = _corpus(4000)
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store_many(_items(texts))
+        sh = _caught_up(ws)
+        state = sh.state()
+        assert state["sq"] == state["n"] == 4000 and sh._refine   # three stages: PQ, 8-bit codes, exact
+        sq0 = sh.dir / f"gen-{state['gen']}" / "sq-0.faiss"
+        assert sq0.stat().st_size == state["sq_head"] + state["shard"] * state["sq_code"]
+        with open(sq0, "r+b") as fh:
+            fh.truncate(state["sq_head"] + 10 * state["sq_code"])
+        with caplog.at_level("WARNING"):
+            assert ws.memory.search(texts[7], "vector", limit=1)[0].key == "k7"
+            assert ws.memory.search(texts[9], "vector", limit=1)[0].key == "k9"
+        assert "sq-0.faiss holds" in caplog.text
+        sh = _caught_up(ws)
+        assert sh.damage(sh.state()) is None and sh.state()["gen"] == state["gen"] + 1
+
+
 def test_index_of_an_older_format_is_rebuilt_with_a_log_line(tmp_path, small_pq, caplog):
     texts = _corpus(4000)
     with Workspace.open(tmp_path / "w", announce=False) as ws:
