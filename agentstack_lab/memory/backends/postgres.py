@@ -56,7 +56,8 @@ except ImportError:   # pragma: no cover - depends on the installed extras
 
 __all__ = ["PgDatabase", "PostgresBackend", "PostgresUnavailableError", "VECTOR_LOCK"]
 
-VECTOR_LOCK = 0x61677375   # advisory lock: exclusive to make or replace memory_vec, shared by every write
+VECTOR_LOCK = 0x61677375   # advisory lock: exclusive to make or replace memory_vec, shared by every write and
+                           # vector search
 
 _COLS = "m.rid, m.id, m.key, m.namespace, m.content, m.content_hash, m.metadata::text, m.agent_id, m.version," \
         " m.created_at, m.updated_at, (SELECT json_agg(tag)::text FROM memory_tags t WHERE t.memory_rid = m.rid)"
@@ -428,6 +429,12 @@ class PostgresBackend(RowReads[PgDatabase]):
     def vector(self, query: np.ndarray, flt: Any, where: str, params: list[Any], k: int) -> list[tuple[int, float]]:
         q = vector_text(query)
         with self.db.transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock_shared(?)", (VECTOR_LOCK,))   # see write()
+            row = conn.execute("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1").fetchone()
+            if row is not None and (row[0], row[1], int(row[2])) != self._identity:   # re-embedded since refresh()
+                self._set_stored((row[0], row[1], int(row[2])))
+                assert self.mismatch is not None
+                raise self.mismatch
             if self.index_kind == "hnsw":
                 conn.execute("SELECT set_config('hnsw.ef_search', ?, true),"
                              " set_config('hnsw.iterative_scan', 'strict_order', true)", (str(self.ef_search),))
