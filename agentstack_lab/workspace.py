@@ -137,7 +137,7 @@ class Workspace:
                 config = load_config(start=root)
         else:
             file = find_config_file() if config is None else config.source
-            root = file.parent if file is not None else existing_root(Path.cwd().resolve())
+            root = file.parent if file is not None else existing_root(Path.cwd().resolve())   # as root_for()
             if config is None:
                 config = load_config(file) if file is not None else Config()
             db_path = root / DB_DIRNAME / DB_FILENAME
@@ -308,6 +308,17 @@ class Workspace:
 
     def __repr__(self) -> str:
         return f"Workspace(root={str(self.root)!r}, db={str(self.db_path)!r})"
+
+
+def root_for(start: Path) -> Path:
+    """The workspace folder ``Workspace.open()`` would use from working directory ``start``.
+
+    For surfaces that serve a folder other than their own working directory (the Jupyter server's root,
+    an ACP session's ``cwd``, the kernels of ``workflow run --cwd``): the same rule, so they and the
+    kernels they start share one workspace.
+    """
+    file = find_config_file(start)
+    return file.parent if file is not None else existing_root(start.resolve())
 
 
 def existing_root(here: Path) -> Path:

@@ -55,7 +55,7 @@ def test_found_walking_up_and_by_env(workdir, monkeypatch):
 
 
 def test_without_a_config_file_the_nearest_workspace_is_found_walking_up(workdir, monkeypatch):
-    from agentstack_lab.workspace import Workspace
+    from agentstack_lab.workspace import Workspace, root_for
 
     sub = workdir / "project" / "sub"
     sub.mkdir(parents=True)
@@ -67,6 +67,11 @@ def test_without_a_config_file_the_nearest_workspace_is_found_walking_up(workdir
         ws.memory.store("k", "made at the project's top")
     with Workspace.open(announce=False) as ws:      # the project's, from its sub-folder
         assert ws.root == (workdir / "project").resolve() and ws.memory.get("k") is not None
+    # the surfaces serving a folder (the Jupyter server's root, an ACP session's cwd, workflow run --cwd) agree
+    assert root_for(sub) == (workdir / "project").resolve()
+    write(workdir / "agentstack.config.json", {})
+    assert root_for(sub) == workdir.resolve()      # a config file above wins, as for Workspace.open()
+    (workdir / "agentstack.config.json").unlink()
     monkeypatch.setenv("HOME", str(workdir / "project"))   # not above the home folder, but in it
     with Workspace.open(announce=False) as ws:
         assert ws.root == sub.resolve()

@@ -31,14 +31,13 @@ from acp.interfaces import Client
 
 from agentstack_lab._version import __version__
 from agentstack_lab.acp.updates import RunUpdates
-from agentstack_lab.config import find_config_file
 from agentstack_lab.decisions import DecisionClosedError, decisions_for
 from agentstack_lab.engine import AgentRun
 from agentstack_lab.engine.log import read_events
 from agentstack_lab.engine.options import run_options
 from agentstack_lab.errors import AgentstackError
 from agentstack_lab.events import AgentCompleted, ErrorEvent, OutboundEvent, UserQuery, surface_label
-from agentstack_lab.workspace import Workspace
+from agentstack_lab.workspace import Workspace, root_for
 
 __all__ = ["LabAgent", "PERMISSION_KINDS", "QUESTION_KINDS"]
 
@@ -244,8 +243,7 @@ class LabAgent:
         if self._default is not None:
             root = self._default
         else:
-            file = find_config_file(start=folder)
-            root = file.parent if file is not None else folder.resolve()
+            root = root_for(folder)
         if root not in self._workspaces:
             self._workspaces[root] = Workspace.open(root, announce=False)
         return self._workspaces[root]

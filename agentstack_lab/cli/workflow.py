@@ -400,13 +400,9 @@ def _announcing_decisions(cwd: str | None) -> Any:
     read once it exists (a workflow whose notebooks use no agent creates no workspace).
     """
     from agentstack_lab.decisions.announce import PendingAnnouncer
-    from agentstack_lab.workspace import Workspace
+    from agentstack_lab.workspace import Workspace, root_for
 
-    start = Path(cwd or ".").resolve()
-    from agentstack_lab.config import find_config_file
-
-    file = find_config_file(start)
-    ws = Workspace.open(file.parent if file is not None else start, announce=False)
+    ws = Workspace.open(root_for(Path(cwd or ".").resolve()), announce=False)
 
     def db() -> Any:
         return ws.db if Path(ws.db_path).is_file() else None

@@ -28,17 +28,20 @@ class AgentstackExtension(ExtensionApp):
     name = "agentstack_lab"
 
     workspace = Unicode("", config=True,
-                        help="Workspace folder (or .db file). Default: the server's root directory.")
+                        help="Workspace folder (or .db file). Default: the one a kernel started in the server's"
+                             " root directory finds (agentstack.config.json walking up, else the nearest"
+                             " .agentstack/ above, else the root directory).")
     poll_interval = Float(0.05, config=True,
                           help="Seconds between reads of the event log for WebSocket clients (coalescing window).")
     provider = Unicode("", config=True, help="Provider for runs started from JupyterLab (default: the config's).")
 
     def initialize_settings(self) -> None:
-        from agentstack_lab.workspace import Workspace
+        from agentstack_lab.workspace import Workspace, root_for
 
         assert self.serverapp is not None   # the server links its extensions before their settings
-        root = self.workspace or self.serverapp.root_dir
-        ws = Workspace.open(Path(root).expanduser(), announce=False)
+        root = Path(self.workspace).expanduser() if self.workspace else \
+            root_for(Path(self.serverapp.root_dir).expanduser())
+        ws = Workspace.open(root, announce=False)
         ws.db  # noqa: B018 - open and migrate now: a broken database is a start-up error, not a 500 later
         hub = EventHub(ws.db, poll_interval=self.poll_interval)
         self.state = ServerState(workspace=ws, hub=hub, provider=self.provider or None,
