@@ -269,3 +269,67 @@ def test_nbformat_3_and_batch_outputs_validate(workdir):
     for name in ("v3.ipynb", "v42.ipynb"):
         out = valid_notebook(workdir / "runs" / name)
         assert "9\n" in [o.get("text") for c in out.cells if c.cell_type == "code" for o in c.outputs]
+
+
+_LONG_CELL = ("import pathlib, time\npathlib.Path('started').touch()\nprint('first part', flush=True)\n"
+              "while not pathlib.Path('go').exists():\n    print('.', end='', flush=True)\n    time.sleep(0.2)\n"
+              "print('done')")
+
+
+def _until(check, proc: subprocess.Popen, what: str):
+    import time
+
+    deadline = time.monotonic() + 120
+    while not (got := check()):
+        assert proc.poll() is None and time.monotonic() < deadline, f"{what}: {proc.communicate()}"
+        time.sleep(0.05)
+    return got
+
+
+def _read(path: Path):
+    try:
+        return nbformat.read(path, as_version=4)
+    except (OSError, ValueError):   # not written yet
+        return None
+
+
+@pytest.mark.parametrize("args", [(), ("--autosave-cell-every", "1"), ("--no-request-save-on-cell-execute",)])
+def test_the_output_notebook_is_saved_while_it_runs(workdir, args):
+    """papermill's --request-save-on-cell-execute (on by default) and --autosave-cell-every (30 s by default): a
+    reader of OUT sees the cells that ran, the running one, and with autosave a long cell's outputs so far,
+    before the run ends; with --no-request-save-on-cell-execute OUT is written at the end only."""
+    _nb(workdir / "in.ipynb", ["a = 40 + 2\na", _LONG_CELL], params=None)
+    proc = subprocess.Popen([sys.executable, "-m", "agentstack_lab.cli", "workflow", "run", "in.ipynb", "out.ipynb",
+                             *args], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _until(lambda: (workdir / "started").exists(), proc, "the long cell never started")
+        saved = _read(workdir / "out.ipynb")
+        if "--no-request-save-on-cell-execute" in args:
+            assert saved is None
+        else:   # saved as the long cell started: the first cell done, the long one running
+            assert saved.cells[0].outputs[0]["data"]["text/plain"] == "42"
+            assert [c.metadata["papermill"]["status"] for c in saved.cells] == ["completed", "running"]
+        if "--autosave-cell-every" in args:   # an output a second after the last save saves it
+            saved = _until(lambda: (nb := _read(workdir / "out.ipynb")) and nb.cells[1].outputs and nb, proc,
+                           "no autosave during the long cell")
+            assert saved.cells[1].outputs[0]["text"].startswith("first part\n")
+            assert saved.cells[1].metadata["papermill"]["status"] == "running"
+        (workdir / "go").touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    final = valid_notebook(workdir / "out.ipynb")
+    assert "done" in "".join(o.get("text", "") for o in final.cells[1].outputs)
+    assert not list(workdir.glob(".out.ipynb.*"))   # no temporary file left beside it
+
+
+def test_save_options_are_checked_and_for_one_run(workdir):
+    _nb(workdir / "in.ipynb", ["a = 1"], params=None)
+    bad = run("in.ipynb", "out.ipynb", "--autosave-cell-every", "-1", cwd=workdir)
+    assert bad.returncode == 2 and "--autosave-cell-every must be between 0" in bad.stderr
+    several = run("in.ipynb", "in.ipynb", "--batch", "--autosave-cell-every", "5", cwd=workdir)
+    assert several.returncode == 2 and "--autosave-cell-every is for one run" in several.stderr
+    assert not (workdir / "out.ipynb").exists()

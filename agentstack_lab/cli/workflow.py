@@ -183,6 +183,12 @@ _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 @click.option("--stderr-file", metavar="FILE", help="Write the cells' stderr to FILE as it arrives.")
 @click.option("--report-mode/--no-report-mode", default=False, show_default=True,
               help="Hide every code cell's input in the output notebook.")
+@click.option("--request-save-on-cell-execute/--no-request-save-on-cell-execute", "save_while_running",
+              default=None, help="Save the output notebook as the run starts and as each cell starts and ends, as"
+                                 " papermill (default: on for one run; several runs are saved as each ends).")
+@click.option("--autosave-cell-every", type=int, default=None, metavar="S",
+              help="During a long cell, save the output notebook when an output arrives S seconds after the last"
+                   " save (default 30; 0: never; one run).")
 @click.option("--progress-bar/--no-progress-bar", default=None,
               help="A progress bar of the cells on stderr (default: when stderr is a terminal).")
 @click.option("--help-notebook", is_flag=True, help="Print the parameters NOTEBOOK declares, and exit.")
@@ -212,7 +218,8 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...] 
                 language: str | None = None, prepare_only: bool = False, timeout: float | None = None,
                 cell_timeout: float | None = None, start_timeout: float = 60.0, log_output: bool = False,
                 stdout_file: str | None = None, stderr_file: str | None = None, report_mode: bool = False,
-                progress_bar: bool | None = None, help_notebook: bool = False, log_level: str = "WARNING",
+                progress_bar: bool | None = None, save_while_running: bool | None = None,
+                autosave_cell_every: int | None = None, help_notebook: bool = False, log_level: str = "WARNING",
                 show_version: bool = False, cwd: str | None = None, parallel: int | None = None,
                 fork: bool = True, cluster: str | None = None, record: str | None = None,
                 replay: str | None = None, replay_mode: str = "strict") -> None:
@@ -254,6 +261,11 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...] 
         several = len(notebooks) > 1 or bool(grid_file)
         if several and (output == "-" or prepare_only):
             raise CommandError(("-o -" if output == "-" else "--prepare-only") + " is for one run, not several")
+        if several and (save_while_running or autosave_cell_every is not None):
+            raise CommandError(("--request-save-on-cell-execute" if save_while_running else "--autosave-cell-every")
+                               + " is for one run: several runs are saved as each ends")
+        if autosave_cell_every is not None:
+            check_int("--autosave-cell-every", autosave_cell_every, minimum=0)
         if "-" in notebooks and cluster:
             raise CommandError("a notebook on stdin ('-') cannot run on a cluster: give its path")
         paths = {}
@@ -267,7 +279,9 @@ def run_command(notebooks: tuple[str, ...], params: tuple[tuple[str, str], ...] 
         streams = _Streams(log_output, stdout_file, stderr_file)
         single = _SingleOptions(language=language, prepare_only=prepare_only, report_mode=report_mode,
                                 start_timeout=start_timeout, streams=streams if streams.wanted else None,
-                                progress_bar=sys.stderr.isatty() if progress_bar is None else progress_bar)
+                                progress_bar=sys.stderr.isatty() if progress_bar is None else progress_bar,
+                                save_while_running=save_while_running is not False,
+                                autosave_every=30 if autosave_cell_every is None else autosave_cell_every)
         cassette = _cassette(record, replay, replay_mode, several=several)
         code = _run_notebooks(notebooks, params, raw, files, grid_file, output, report, kernel_name, timeout,
                               cell_timeout, cwd, parallel, fork, cluster, cassette, yamls=yamls, b64s=b64s,
@@ -285,9 +299,11 @@ class _SingleOptions:
     """What only a single run takes: papermill's per-notebook options."""
 
     def __init__(self, *, language: str | None = None, prepare_only: bool = False, report_mode: bool = False,
-                 start_timeout: float = 60.0, streams: _Streams | None = None, progress_bar: bool = False) -> None:
+                 start_timeout: float = 60.0, streams: _Streams | None = None, progress_bar: bool = False,
+                 save_while_running: bool = False, autosave_every: float = 30.0) -> None:
         self.language, self.prepare_only, self.report_mode = language, prepare_only, report_mode
         self.start_timeout, self.streams, self.progress_bar = start_timeout, streams, progress_bar
+        self.save_while_running, self.autosave_every = save_while_running, autosave_every
 
 
 def _cassette(record: str | None, replay: str | None, mode: str, *, several: bool) -> dict[str, str]:
@@ -468,7 +484,8 @@ async def _single(path: Any, values: dict[str, Any], output: str | None, report:
                                  kernel_name=kernel_name, cwd=cwd, cell_timeout=cell_timeout, timeout=timeout,
                                  language=single.language, prepare_only=single.prepare_only,
                                  report_mode=single.report_mode, start_timeout=single.start_timeout,
-                                 on_cell=on_cell, on_output=single.streams)
+                                 on_cell=on_cell, on_output=single.streams,
+                                 save_while_running=single.save_while_running, autosave_every=single.autosave_every)
     finally:
         if progress is not None:
             progress.stop()

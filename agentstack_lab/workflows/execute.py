@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import os
 import re
 import time
 import warnings
@@ -35,6 +37,7 @@ _EXIT = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "error": EXIT_ERROR}
 _VERDICT: dict[str, Verdict] = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
 _STATUS = {v: k for k, v in _VERDICT.items()}
 _WATCH_INTERVAL = 0.1
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -136,9 +139,13 @@ class PapermillMetadata:
     cell starts and ends (the progress bar), ``on_output`` gets each output as it arrives.
     """
 
-    def __init__(self, nb: Any, *, on_cell: Any = None, on_output: Any = None) -> None:
-        self.nb, self.on_cell, self.on_output = nb, on_cell, on_output
+    def __init__(self, nb: Any, *, on_cell: Any = None, on_output: Any = None, saver: _Saver | None = None) -> None:
+        self.nb, self.on_cell, self.on_output, self.saver = nb, on_cell, on_output, saver
         self._t0 = time.monotonic()
+
+    def _saved(self) -> None:
+        if self.saver is not None:
+            self.saver.save(self.nb)
 
     def notebook_start(self) -> None:
         self._t0 = time.monotonic()
@@ -151,12 +158,14 @@ class PapermillMetadata:
                 cell.outputs = []
             cell.metadata["papermill"] = {"exception": None, "start_time": None, "end_time": None,
                                           "duration": None, "status": "pending"}
+        self._saved()
 
     def cell_start(self, cell: Any, index: int) -> None:
         cell.metadata["papermill"].update(start_time=_now(), status="running", exception=False)
         cell.metadata["papermill"]["_t0"] = time.monotonic()
         if self.on_cell:
             self.on_cell(index, cell, "start")
+        self._saved()
 
     def cell_exception(self, cell: Any, index: int) -> None:
         cell.metadata["papermill"].update(exception=True, status="failed")
@@ -171,10 +180,13 @@ class PapermillMetadata:
             meta["status"] = "completed"
         if self.on_cell:
             self.on_cell(index, cell, "end")
+        self._saved()
 
     def output(self, output: Any) -> None:
         if self.on_output:
             self.on_output(output)
+        if self.saver is not None:
+            self.saver.autosave(self.nb)
 
     def notebook_complete(self) -> None:
         meta = self.nb.metadata.setdefault("papermill", {})
@@ -187,6 +199,50 @@ class PapermillMetadata:
                 break
             if pm.get("status") == "pending" and cell.cell_type != "code":
                 pm["status"] = "completed"
+
+
+class _Saver:
+    """Papermill's saves of the output notebook while it runs (``--request-save-on-cell-execute``, on by default).
+
+    The notebook is written when the run starts and as each cell starts and ends; during a long cell,
+    whenever an output arrives ``every`` seconds or more after the last save (``--autosave-cell-every``,
+    30; 0: never), the interval doubling when a save takes over a quarter of it, as papermill's. Each
+    save replaces the file whole (written beside it, then renamed), so a reader never sees half a
+    notebook. A save that fails is logged once and the run goes on; the final write reports it.
+    """
+
+    def __init__(self, path: Path, every: float) -> None:
+        self.path, self.every = path, every
+        self.last = time.monotonic()
+        self.failed = False
+
+    def save(self, nb: Any) -> None:
+        import nbformat
+
+        if self.failed:
+            return
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, tmp)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            self.failed = True
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            log.warning("cannot save the running notebook to %s: %s (saved again at the end)", self.path,
+                        exc.strerror or exc)
+        self.last = time.monotonic()
+
+    def autosave(self, nb: Any) -> None:
+        if self.every <= 0 or time.monotonic() - self.last < self.every:
+            return
+        start = time.monotonic()
+        self.save(nb)
+        took = time.monotonic() - start
+        if took > self.every / 4:
+            self.every *= 2
+            log.warning("autosave too slow: %.2f s, over 25%% of the interval; now every %g s", took, self.every)
 
 
 ERROR_MARKER_TAG = "papermill-error-cell-tag"
@@ -337,7 +393,8 @@ async def run_notebook(notebook: str | Path | Any, *, parameters: dict[str, Any]
                        cell_timeout: float | None = None, timeout: float | None = None,
                        pool: Any = None, language: str | None = None, prepare_only: bool = False,
                        report_mode: bool = False, start_timeout: float = 60.0,
-                       on_cell: Any = None, on_output: Any = None) -> RunResult:
+                       on_cell: Any = None, on_output: Any = None, save_while_running: bool = False,
+                       autosave_every: float = 30.0) -> RunResult:
     """Inject ``parameters`` into ``notebook``, execute it, save the result, return the verdict.
 
     Args:
@@ -357,6 +414,10 @@ async def run_notebook(notebook: str | Path | Any, *, parameters: dict[str, Any]
         start_timeout: Seconds a kernel may take to start.
         on_cell: Called ``(index, cell, "start" | "end")`` around each executed cell.
         on_output: Called with each output of a cell as it arrives.
+        save_while_running: Write the output notebook as the run starts and as each cell starts and ends,
+            not only at the end (papermill's ``--request-save-on-cell-execute``; see :class:`_Saver`).
+        autosave_every: With ``save_while_running``: during a long cell, save again when an output arrives
+            this many seconds after the last save (papermill's ``--autosave-cell-every``; 0: never).
     """
     import nbformat
 
@@ -382,7 +443,8 @@ async def run_notebook(notebook: str | Path | Any, *, parameters: dict[str, Any]
             return result
     status, message, cell_info = "pass", "", None
     lease = None
-    tracker = PapermillMetadata(nb, on_cell=on_cell, on_output=on_output)
+    saver = _Saver(out_path, autosave_every) if save_while_running and not to_stdout else None
+    tracker = PapermillMetadata(nb, on_cell=on_cell, on_output=on_output, saver=saver)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
