@@ -29,12 +29,19 @@ logger = logging.getLogger("papermill")
 
 
 class _Outputs:
-    """papermill's ``log_output_message``: each output to the log and the stream files as it arrives."""
+    """papermill's ``log_output_message``: each output to the log and the stream files as it arrives.
 
-    def __init__(self, log_output: bool, stdout_file: Any, stderr_file: Any) -> None:
+    With ``nb_man``, each output also gives papermill its chance to autosave a long cell
+    (``--autosave-cell-every``), as papermill's own client does for every message.
+    """
+
+    def __init__(self, log_output: bool, stdout_file: Any, stderr_file: Any, nb_man: Any = None) -> None:
         self.log_output, self.files = log_output, {"stdout": stdout_file, "stderr": stderr_file}
+        self.nb_man = nb_man
 
     def output(self, output: Any) -> None:
+        if self.nb_man is not None:
+            self.nb_man.autosave_cell()
         if output.get("output_type") == "stream":
             content = "".join(output.get("text", ""))
             if self.log_output:
@@ -57,7 +64,7 @@ class AgentstackEngine(Engine):
         """Execute ``nb_man.nb`` on a fresh ``kernel_name`` kernel in the current directory (papermill's ``--cwd``)."""
         from jupyter_core.utils import run_sync
 
-        return run_sync(_execute)(nb_man, kernel_name, _Outputs(log_output, stdout_file, stderr_file),
+        return run_sync(_execute)(nb_man, kernel_name, _Outputs(log_output, stdout_file, stderr_file, nb_man),
                                   start_timeout=float(start_timeout or 60),
                                   execution_timeout=float(execution_timeout) if execution_timeout else None)
 
