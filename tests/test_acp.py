@@ -36,8 +36,8 @@ def _command() -> list[str]:
 class Host:
     """A minimal ACP host: records every update, answers permission requests as told (or never)."""
 
-    def __init__(self, answer: str | None = "approve"):
-        self.answer = answer
+    def __init__(self, answer: str | list[str] | None = "approve"):
+        self.answer = answer   # a list: one answer per request, in turn
         self.updates: list[Any] = []
         self.asked: list[s.RequestPermissionRequest] = []
         self.asked_event = asyncio.Event()
@@ -49,6 +49,9 @@ class Host:
                                  tool_call: s.ToolCallUpdate, **_: Any) -> s.RequestPermissionResponse:
         self.asked.append(s.RequestPermissionRequest(options=options, session_id=session_id, tool_call=tool_call))
         self.asked_event.set()
+        if isinstance(self.answer, list):
+            return s.RequestPermissionResponse(outcome=s.AllowedOutcome(outcome="selected",
+                                                                        option_id=self.answer.pop(0)))
         if self.answer is None:
             await asyncio.Event().wait()  # never answers; the agent cancels the request when it is settled
         if self.answer == "cancelled":
@@ -266,8 +269,24 @@ class FormHost(Host):
         return s.AcceptElicitationResponse(action="accept", content={"answer": self.fill})
 
 
+_CELLS = ["x = 5", "y = 7", "open('one.txt', 'w').write('1')"]   # rebinds, rebinds, then a file write
+
+
+def _three_cells(request):
+    from agentstack_lab.providers.demo import demo_reply, tool_call
+
+    meta = request.metadata or {}
+    if meta.get("step") == "subquestions":
+        return {"subquestions": []}
+    if meta.get("step") != "main":
+        return demo_reply(request)
+    ran = sum(1 for m in request.messages if not isinstance(m.content, str)
+              for b in m.content if type(b).__name__ == "ToolResultBlock")
+    return [tool_call("python", {"code": _CELLS[ran]})] if ran < len(_CELLS) else "Done: x, y and one.txt."
+
+
 @contextlib.asynccontextmanager
-async def in_process(host: Host, folder: Path):
+async def in_process(host: Host, folder: Path, script=_asks_once):
     import socket
 
     from acp import connect_to_agent, run_agent
@@ -278,7 +297,7 @@ async def in_process(host: Host, folder: Path):
     a, b = socket.socketpair()
     agent_reader, agent_writer = await asyncio.open_connection(sock=a)
     host_reader, host_writer = await asyncio.open_connection(sock=b)
-    lab = LabAgent(provider=ScriptedProvider(_asks_once))
+    lab = LabAgent(provider=ScriptedProvider(script))
     serving = asyncio.ensure_future(run_agent(lab, agent_writer, agent_reader, use_unstable_protocol=True))
     conn = connect_to_agent(host, host_writer, host_reader, use_unstable_protocol=True)
     caps = s.ClientCapabilities(elicitation=s.ElicitationCapabilities(form=s.ElicitationFormCapabilities()))
@@ -321,3 +340,20 @@ async def test_without_forms_a_question_ends_the_turn_and_the_next_prompt_answer
         assert first.stop_reason == "end_turn" and "Which region?" in host.message() and not host.of("plan")
         second = await asyncio.wait_for(conn.prompt(session_id=session.session_id, prompt=[text_block("Europe")]), 60)
     assert second.stop_reason == "end_turn" and len(host.of("plan")[-1].entries) == 2
+
+
+async def test_always_allow_saves_a_rule_for_code_like_this_as_other_surfaces_do(workdir):
+    """The host's allow_always on a code approval is "Always allow code like this" for the session: a rule for
+    the code's classes (rebinds), so the next rebinding cell runs unasked and a file write is asked again."""
+    host = Host(answer=["approve-always", "approve"])
+    async with in_process(host, workdir, _three_cells) as (conn, _):
+        session = await conn.new_session(cwd=str(workdir))
+        done = await asyncio.wait_for(conn.prompt(session_id=session.session_id,
+                                                  prompt=[text_block("Set x and y, write one.txt")]), 120)
+    assert done.stop_reason == "end_turn" and "Done" in host.message()
+    asked = [a.tool_call.content[0].content.text for a in host.asked]
+    assert len(asked) == 2 and "x = 5" in asked[0] and "one.txt" in asked[1]     # y = 7 was not asked
+    always = next(o for o in host.asked[0].options if o.kind == "allow_always")
+    assert always.name == "Always allow code like this (this session)"
+    rules = json.loads(cli(workdir, "approval", "rules", "--json").stdout)
+    assert [(r["scope"], r["sessionId"], r["only"]) for r in rules] == [("session", session.session_id, ["rebinds"])]

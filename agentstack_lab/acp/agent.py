@@ -49,7 +49,7 @@ QUESTION_KINDS = ("clarification", "blocking", "final")
 
 _OPTIONS: dict[str, list[s.PermissionOption]] = {
     "approval": [s.PermissionOption(option_id="approve", name="Run it", kind="allow_once"),
-                 s.PermissionOption(option_id="approve-always", name="Always run code in this session",
+                 s.PermissionOption(option_id="approve-always", name="Always allow code like this (this session)",
                                     kind="allow_always"),
                  s.PermissionOption(option_id="reject", name="Don't run it", kind="reject_once")],
     "consensus": [s.PermissionOption(option_id="approve", name="Approve the plan", kind="allow_once"),
@@ -59,11 +59,17 @@ _OPTIONS: dict[str, list[s.PermissionOption]] = {
 }
 
 
-def _answer(kind: str, approve: bool) -> Any:
-    """Our vocabulary for a permission outcome: a verdict for approvals and plans, resume/stop for a pause."""
+def _answer(kind: str, approve: bool, always: bool = False) -> Any:
+    """Our vocabulary for a permission outcome: a verdict for approvals and plans, resume/stop for a pause.
+
+    ``always`` (the host's allow_always on a code approval) is "Always allow code like this" for the session,
+    as on the other surfaces: the engine saves a rule for this code's classes, and the approval rules decide
+    later cells (a cell of other classes is asked again; a built-in deny is never lifted).
+    """
     if kind == "intervention":
         return "resume" if approve else "stop"
-    return {"approved": approve}
+    return {"approved": approve, "always": "session"} if approve and always and kind == "approval" else \
+        {"approved": approve}
 
 
 def _fail(message: str) -> RequestError:
@@ -96,7 +102,6 @@ class _Session:
     cwd: str
     run: AgentRun | None = None
     view: RunUpdates | None = None
-    always_allow: bool = False
     cancelled: bool = False
     turn: asyncio.Future[str] | None = None
     pump: asyncio.Task[None] | None = None
@@ -328,16 +333,6 @@ class LabAgent:
         view = sess.view
         assert view is not None
         by = self._host
-        if query.kind == "approval" and sess.always_allow:
-            with contextlib.suppress(DecisionClosedError, KeyError):
-                run.respond(query.query_id, _answer("approval", True), surface="acp",
-                            by=f"{by} (always, this session)")
-            call = view.call_for(query.agent_id)
-            if call is not None:
-                await self._send(sess, s.ToolCallProgress(
-                    session_update="tool_call_update", tool_call_id=call, status="in_progress",
-                    content=[_note("Approved: code runs without asking in this session.")]))
-            return
         call = view.call_for(query.agent_id) if query.kind == "approval" else None
         if call is None:   # a plan checkpoint or a pause: a tool call of its own to hang the request on
             call = f"{query.kind}-{query.query_id[:8]}"
@@ -360,10 +355,9 @@ class LabAgent:
                 outcome = ask.result().outcome
                 # "cancelled": the host withdrew the request (its cancel of the turn stops the run too): fail closed
                 chosen = "reject" if isinstance(outcome, s.DeniedOutcome) else outcome.option_id
-                if chosen == "approve-always":
-                    sess.always_allow = True
                 try:
-                    run.respond(query.query_id, _answer(query.kind, chosen.startswith("approve")), surface="acp",
+                    run.respond(query.query_id, _answer(query.kind, chosen.startswith("approve"),
+                                                        always=chosen == "approve-always"), surface="acp",
                                 by=by if not isinstance(outcome, s.DeniedOutcome) else f"{by} (request cancelled)")
                 except (DecisionClosedError, KeyError):
                     decision = await elsewhere
