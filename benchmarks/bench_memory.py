@@ -624,7 +624,7 @@ def report(results: list[dict], about: str = "hash (hash-ngram-v1, 384 dims); co
             "| entries | peer | p50 / p95 ms | × shared index | recall@10 |", "|---:|---|---:|---:|---:|"]
     for r in results:
         base = r["index"][0]
-        rows = [("shared index (PQ + rescoring)", "index", r["recall"]), ("numpy exact", "numpy", 1.0),
+        rows = [("shared index (PQ, 8-bit, exact rescoring)", "index", r["recall"]), ("numpy exact", "numpy", 1.0),
                 ("faiss flat", "faiss_flat", r.get("faiss_flat_recall"))]
         rows += [(f"faiss HNSW M={HNSW_M} ef={ef}", f"hnsw_{ef}", r.get(f"hnsw_{ef}_recall")) for ef in HNSW_EF]
         rows += [(f"usearch HNSW {USEARCH_DTYPE} M={USEARCH_M} ef={ef}", f"usearch_{ef}", r.get(f"usearch_{ef}_recall"))
