@@ -55,7 +55,8 @@ def checkout_extension(tmp_path: Path) -> str:
     return str(tmp_path / "jupyter-data")
 
 
-def isolated_env(tmp_path: Path, extra: Mapping[str, str] | None = None, drop: Sequence[str] = ()) -> dict[str, str]:
+def isolated_env(tmp_path: Path, extra: Mapping[str, str] | None = None,
+                 drop: Sequence[str] = ()) -> dict[str, str]:
     """This process's environment with HOME and Jupyter's folders under ``tmp_path`` (the checkout's extension)."""
     env = {**os.environ, "HOME": str(tmp_path / "home"), "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"),
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"), "JUPYTER_PLATFORM_DIRS": "1",
@@ -98,9 +99,9 @@ def serving(cmd: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: 
 
 
 @contextmanager
-def jupyter_server(tmp_path: Path, root: Path, *, app: Literal["jupyterlab", "notebook"] = "jupyterlab", python: str = sys.executable,
-                   extra_args: Sequence[str] = (), ready_path: str = "/api/status", timeout: float = 90,
-                   env: Mapping[str, str] | None = None, env_drop: Sequence[str] = (),
+def jupyter_server(tmp_path: Path, root: Path, *, app: Literal["jupyterlab", "notebook"] = "jupyterlab",
+                   python: str = sys.executable, extra_args: Sequence[str] = (), ready_path: str = "/api/status",
+                   timeout: float = 90, env: Mapping[str, str] | None = None, env_drop: Sequence[str] = (),
                    stop_timeout: float = 15) -> Iterator[tuple[str, str, Path]]:
     """A JupyterLab (``app="jupyterlab"``) or Notebook 7 (``app="notebook"``) server on a free loopback port.
 
@@ -116,8 +117,9 @@ def jupyter_server(tmp_path: Path, root: Path, *, app: Literal["jupyterlab", "no
     expose = ["--JupyterNotebookApp.expose_app_in_browser=True"] if app == "notebook" else []
     cmd = [python, "-m", app, "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
            "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           *expose, "--LabApp.expose_app_in_browser=True", f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}",
-           "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", *extra_args]
+           *expose, "--LabApp.expose_app_in_browser=True",
+           f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}", "--LabApp.news_url=None",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", *extra_args]
     base = f"http://127.0.0.1:{port}"
     log_path = tmp_path / ("notebook.log" if app == "notebook" else "lab.log")
     with serving(cmd, cwd=root, env=isolated_env(tmp_path, env, env_drop), log_path=log_path,
