@@ -9,15 +9,14 @@ so. The layout is measured in Debian chromium at 680 px when it is installed.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from agentstack_lab.store import provenance
+from tests.browser_helpers import CHROMIUM, browser_context
 from tests.notebook_helpers import code_then_answer
 
 LINE = "--wait --auto-approve --no-subagents --max-depth 0 --provider @editor "
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def _agent(sh, code, prompt="tidy up"):
@@ -94,29 +93,19 @@ def test_undo_says_what_it_did_or_that_there_was_nothing(history, capsys):
 @pytest.mark.slow
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium")
 def test_the_history_table_fits_680_px(history, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    from tests.test_notebook_browser import CHROMIUM_ARGS
-
     shell = history[0]
     html = shell.run_line_magic("agent_history", "")._repr_html_()
     # JupyterLab at 680 px: the output area is the window less the prompt column and margins (~110 px)
     page_html = ('<html><body style="margin: 0; font: 13px sans-serif"><div id="out" style="width: 570px; '
                  f'overflow-x: auto">{html.replace("<td ", "<td style-pad ")}</div></body></html>'
                  ).replace("style-pad ", "")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=str(CHROMIUM),
-                                                        headless=True, args=CHROMIUM_ARGS,
-                                                        viewport={"width": 680, "height": 900})
-        try:
-            page = browser.new_page()
-            page.set_content(page_html.replace("<table ", "<style>td, th { padding: 4px 8px }</style><table ", 1))
-            widths = page.evaluate("() => { const o = document.getElementById('out');"
-                                   " return [o.scrollWidth, o.clientWidth,"
-                                   " Math.max(...[...document.querySelectorAll('td')].map(td => td.scrollWidth"
-                                   " - td.clientWidth))]; }")
-        finally:
-            browser.close()
+    with browser_context(tmp_path / "profile", viewport={"width": 680, "height": 900}) as browser:
+        page = browser.new_page()
+        page.set_content(page_html.replace("<table ", "<style>td, th { padding: 4px 8px }</style><table ", 1))
+        widths = page.evaluate("() => { const o = document.getElementById('out');"
+                               " return [o.scrollWidth, o.clientWidth,"
+                               " Math.max(...[...document.querySelectorAll('td')].map(td => td.scrollWidth"
+                               " - td.clientWidth))]; }")
     scroll, client, overflow = widths
     assert scroll <= client, f"the table is {scroll} px wide in a {client} px output"
     assert overflow <= 0  # no cell's text runs past its cell: long values wrap

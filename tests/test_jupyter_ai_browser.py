@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import subprocess
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from tests.test_notebook_browser import CHROMIUM, CHROMIUM_ARGS, _free_port
+from tests.browser_helpers import REPO, browser_page, jupyter_server, needs_chromium
 
-REPO = Path(__file__).resolve().parent.parent
 JAI = REPO / ".venv-jupyter-ai" / "bin" / "python"
-BUILT = REPO / "labextension" / "dist"
 PROMPT = "How are sales trending in df?"   # the offline demo: three subagents, and it asks to run Python
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed (make browser)"),
+    needs_chromium,
     pytest.mark.skipif(not JAI.exists(), reason="no .venv-jupyter-ai with jupyter-ai 3.2 (make jupyter-ai)"),
 ]
 
@@ -41,105 +36,63 @@ def _get(base: str, token: str, path: str):
 def lab(tmp_path):
     root = tmp_path / "lab"
     root.mkdir()
-    data = tmp_path / "jupyter-data" / "labextensions"
-    data.mkdir(parents=True)
-    (data / "agentstack-lab").symlink_to(BUILT)  # the committed build of our panel, ahead of any installed copy
-    settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, HOME=str(tmp_path / "home"), JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1",
-               JUPYTER_PATH=str(tmp_path / "jupyter-data"), PATH=f"{JAI.parent}:{os.environ['PATH']}")
-    for var in ("AGENTSTACK_CONFIG", "PYTHONPATH", "VIRTUAL_ENV"):
-        env.pop(var, None)
-    log = (tmp_path / "lab.log").open("w")
-    server = subprocess.Popen(
-        [str(JAI), "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--LabApp.expose_app_in_browser=True", "--AgentstackExtension.poll_interval=0.05",
-         f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                _get(base, token, "/agentstack/api/health/live")
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
-                time.sleep(0.2)
+    with jupyter_server(tmp_path, root, python=str(JAI), extra_args=["--AgentstackExtension.poll_interval=0.05"],
+                        ready_path="/agentstack/api/health/live", timeout=120,
+                        env={"PATH": f"{JAI.parent}:{os.environ['PATH']}"},
+                        env_drop=["AGENTSTACK_CONFIG", "PYTHONPATH", "VIRTUAL_ENV"],
+                        stop_timeout=20) as (base, token, _log):
         yield base, token, root, tmp_path
-    finally:
-        server.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(5)
-        log.close()
 
 
 def test_a_chat_message_to_our_persona_streams_asks_in_the_chat_and_shows_in_our_panel(lab):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base, token, root, tmp_path = lab
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1400, "height": 1000})
-        try:
-            page = browser.pages[0] if browser.pages else browser.new_page()
-            page.set_default_timeout(60_000)
-            expect.set_options(timeout=120_000)   # the persona starts its agent process on first use
-            page.goto(f"{base}/lab?token={token}")
-            page.wait_for_function("window.jupyterapp?.commands.hasCommand('jupyterlab-chat:create')"
-                                   " && window.agentstackPanel")
-            page.evaluate("window.jupyterapp.commands.execute('jupyterlab-chat:create', {name: 'sales.chat'})")
-            page.evaluate("window.jupyterapp.commands.execute('jupyterlab-chat:open', {filepath: 'sales.chat'})")
-            box = page.locator(".jp-chat-input-container textarea").first
-            box.click()
-            box.fill(f"@agentstack-lab {PROMPT}")
-            box.press("Enter")
+    with browser_page(tmp_path / "chromium-profile", f"{base}/lab?token={token}",
+                      viewport={"width": 1400, "height": 1000}, default_timeout=60_000,
+                      expect_timeout=120_000,   # the persona starts its agent process on first use
+                      ready_js="window.jupyterapp?.commands.hasCommand('jupyterlab-chat:create')"
+                               " && window.agentstackPanel", check_errors=False) as page:
+        page.evaluate("window.jupyterapp.commands.execute('jupyterlab-chat:create', {name: 'sales.chat'})")
+        page.evaluate("window.jupyterapp.commands.execute('jupyterlab-chat:open', {filepath: 'sales.chat'})")
+        box = page.locator(".jp-chat-input-container textarea").first
+        box.click()
+        box.fill(f"@agentstack-lab {PROMPT}")
+        box.press("Enter")
 
-            chat = page.locator(".jp-chat-messages-container, .jp-chat-messages").first
-            # the subagents stream in as tool calls, then the approval is asked in the chat
-            # titled by the prompt as typed (jupyter-ai's note on notebook tools is not prepended to it)
-            expect(chat.get_by_text("Subagent analyst: Which analyses of `df` would answer: How are sales",  # no @mention
-                                    exact=False)).to_be_visible()
-            run_it = chat.get_by_role("button", name="Run it", exact=True)
-            expect(run_it).to_be_visible()
-            for who in ("researcher", "reviewer"):
-                expect(chat.get_by_text(f"Subagent {who}", exact=False)).to_be_visible()
-            # the same run, in our workspace, waiting on the decision the chat shows
-            runs = _get(base, token, "/agentstack/api/runs")["runs"]
-            (run,) = [r for r in runs if str(r.get("origin", "")).startswith("acp:")]
-            assert run["origin"] == "acp:Jupyter AI ACP Client"
-            run_it.click()
-            # approving in the chat ran the code (in the agent's subprocess: no `df` there), and the answer came
-            expect(chat.get_by_text("NameError", exact=False).first).to_be_attached()
-            expect(chat.get_by_text("offline scripted demo", exact=False).last).to_be_visible()
-            deadline = time.monotonic() + 120
-            while (tree := _get(base, token, f"/agentstack/api/runs/{run['id']}")["tree"])["status"] != "completed":
-                assert time.monotonic() < deadline, tree["status"]
-                time.sleep(0.5)
-            assert len(tree["children"]) == 3
-            decisions = _get(base, token, "/agentstack/api/decisions")["decisions"]
-            # our Agents panel lists the run with the host's name, and shows its tree
-            page.evaluate("window.jupyterapp.shell.activateById('agentstack-agents')")
-            panel = page.locator("#agentstack-agents")
-            row = panel.locator(".agentstack-run").filter(has_text="ACP · Jupyter AI ACP Client").first
-            expect(row).to_be_visible()
-            row.click()
-            view = panel.locator(".agentstack-tree-view")
-            for who in ("analyst", "researcher", "reviewer"):
-                expect(view).to_contain_text(who)
-            page.screenshot(path=str(tmp_path / "jupyter-ai.png"))
-        finally:
-            browser.close()
+        chat = page.locator(".jp-chat-messages-container, .jp-chat-messages").first
+        # the subagents stream in as tool calls, then the approval is asked in the chat
+        # titled by the prompt as typed (jupyter-ai's note on notebook tools is not prepended to it)
+        expect(chat.get_by_text("Subagent analyst: Which analyses of `df` would answer: How are sales",  # no @mention
+                                exact=False)).to_be_visible()
+        run_it = chat.get_by_role("button", name="Run it", exact=True)
+        expect(run_it).to_be_visible()
+        for who in ("researcher", "reviewer"):
+            expect(chat.get_by_text(f"Subagent {who}", exact=False)).to_be_visible()
+        # the same run, in our workspace, waiting on the decision the chat shows
+        runs = _get(base, token, "/agentstack/api/runs")["runs"]
+        (run,) = [r for r in runs if str(r.get("origin", "")).startswith("acp:")]
+        assert run["origin"] == "acp:Jupyter AI ACP Client"
+        run_it.click()
+        # approving in the chat ran the code (in the agent's subprocess: no `df` there), and the answer came
+        expect(chat.get_by_text("NameError", exact=False).first).to_be_attached()
+        expect(chat.get_by_text("offline scripted demo", exact=False).last).to_be_visible()
+        deadline = time.monotonic() + 120
+        while (tree := _get(base, token, f"/agentstack/api/runs/{run['id']}")["tree"])["status"] != "completed":
+            assert time.monotonic() < deadline, tree["status"]
+            time.sleep(0.5)
+        assert len(tree["children"]) == 3
+        decisions = _get(base, token, "/agentstack/api/decisions")["decisions"]
+        # our Agents panel lists the run with the host's name, and shows its tree
+        page.evaluate("window.jupyterapp.shell.activateById('agentstack-agents')")
+        panel = page.locator("#agentstack-agents")
+        row = panel.locator(".agentstack-run").filter(has_text="ACP · Jupyter AI ACP Client").first
+        expect(row).to_be_visible()
+        row.click()
+        view = panel.locator(".agentstack-tree-view")
+        for who in ("analyst", "researcher", "reviewer"):
+            expect(view).to_contain_text(who)
+        page.screenshot(path=str(tmp_path / "jupyter-ai.png"))
     assert not [d for d in decisions if d.get("state") == "pending"]
     log = (tmp_path / "lab.log").read_text()
     assert "Loaded AI persona class 'AgentstackLabPersona'" in log

@@ -17,36 +17,25 @@ workspace), serving the lab extension exactly as committed in ``labextension/dis
 
 from __future__ import annotations
 
-import os
-import re
-import secrets
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+from tests.browser_helpers import CANCELED_FUTURE, browser_page, jupyter_server, needs_built, needs_chromium
 from tests.notebook_helpers import ASKING_PROVIDER
-from tests.test_notebook_browser import CHROMIUM, CHROMIUM_ARGS, CONTRAST_JS, _free_port, _set_theme, docs_dir
+from tests.test_notebook_browser import CONTRAST_JS, _set_theme, docs_dir
 
-REPO = Path(__file__).resolve().parent.parent
-BUILT = REPO / "labextension" / "dist"
 SCRIPT = Path(sys.executable).with_name("agentstack-lab")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agentstack_lab.cli"]
 ASKS_FOR_CODE = "how are sales trending in df?"   # the scripted provider wants to run Python for this one
 PANEL_TEXT = [".agentstack-badge", ".agentstack-muted", ".agentstack-run-prompt", ".agentstack-decision-prompt",
               "h2", "h3", ".agentstack-code-view .cm-line"]
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium "
-                       "(`make browser` installs it as root with apt-get)"),
-    pytest.mark.skipif(not (BUILT / "package.json").exists(), reason="labextension/dist is not built (make labext)"),
-]
+pytestmark = [pytest.mark.slow, needs_chromium, needs_built]
 
 
 @pytest.fixture(scope="module")
@@ -62,73 +51,22 @@ def lab(tmp_path_factory):
                       "Which year with wait?")],
         metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nbformat.write(nb, root / "saved.ipynb")
-    data = tmp_path / "jupyter-data" / "labextensions"
-    data.mkdir(parents=True)
-    (data / "agentstack-lab").symlink_to(BUILT)  # the committed build, ahead of any installed copy
-    settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, HOME=str(tmp_path / "home"), JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1",
-               JUPYTER_PATH=str(tmp_path / "jupyter-data"))
-    env.pop("AGENTSTACK_CONFIG", None)
-    log = (tmp_path / "lab.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--LabApp.expose_app_in_browser=True", "--AgentstackExtension.poll_interval=0.05",
-         f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 90  # a loaded 2-core machine starts JupyterLab slowly
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/agentstack/api/health/live?token={token}",
-                                       timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}", token, root, tmp_path
-    finally:
-        server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(5)
-        log.close()
+    # a loaded 2-core machine starts JupyterLab slowly
+    with jupyter_server(tmp_path, root, extra_args=["--AgentstackExtension.poll_interval=0.05"],
+                        ready_path="/agentstack/api/health/live", timeout=90,
+                        env_drop=["AGENTSTACK_CONFIG"]) as (base, token, _log):
+        yield base, token, root, tmp_path
 
 
 @pytest.fixture(scope="module")
 def page(lab):
-    from playwright.sync_api import sync_playwright
-
     base, token, _root, tmp_path = lab
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1200, "height": 900})
-        page = browser.pages[0] if browser.pages else browser.new_page()
-        page.set_default_timeout(30_000)
-        from playwright.sync_api import expect
-
-        expect.set_options(timeout=60_000)  # the terminal run starts a Python process (a few seconds under load)
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{base}/lab?token={token}")
-        page.wait_for_function("window.jupyterapp?.shell && window.agentstackPanel")
-        try:
-            yield page
-        finally:
-            browser.close()
-        # JupyterLab's own services reject a kernel request still in flight when its kernel goes (a notebook a
-        # test opened, closed with the browser): "Canceled future for <request> message before replies were done"
-        assert not [e for e in errors if not re.fullmatch(r"Error: Canceled future for \w+ message before replies "
-                                                          r"were done", e)], errors
+    with browser_page(tmp_path / "chromium-profile", f"{base}/lab?token={token}",
+                      viewport={"width": 1200, "height": 900}, default_timeout=30_000,
+                      expect_timeout=60_000,  # the terminal run starts a Python process (a few seconds under load)
+                      ready_js="window.jupyterapp?.shell && window.agentstackPanel",
+                      allowed_errors=[CANCELED_FUTURE]) as page:  # notebooks a test opened close with the browser
+        yield page
 
 
 def _panel_contrast(page, where: str) -> list[dict]:

@@ -18,30 +18,30 @@ show it on the run's tree.
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import shutil
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.test_notebook_browser import CHROMIUM, CHROMIUM_ARGS, _free_port
+from tests.browser_helpers import (
+    REPO,
+    assert_no_errors,
+    browser_context,
+    collect_errors,
+    jupyter_server,
+    needs_built,
+    needs_chromium,
+)
 
-REPO = Path(__file__).resolve().parent.parent
-BUILT = REPO / "labextension" / "dist"
 PRICE = {"input": 3, "output": 15}   # USD per million tokens for the scripted model, set by the root's config
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium "
-                       "(`make browser` installs it as root with apt-get)"),
+    needs_chromium,
     pytest.mark.skipif(shutil.which("jupyter-notebook", path=str(Path(sys.executable).parent)) is None,
                        reason="Notebook 7 is not installed (the test extra installs it: pip install -e '.[test]')"),
-    pytest.mark.skipif(not (BUILT / "package.json").exists(), reason="labextension/dist is not built (make labext)"),
+    needs_built,
 ]
 
 
@@ -53,64 +53,23 @@ def server(tmp_path_factory):
     root.mkdir()
     shutil.copy(REPO / "notebooks" / "quickstart.ipynb", root)
     (root / "agentstack.config.json").write_text(json.dumps({"prices": {"scripted": {"*": PRICE}}}))
-    data = tmp_path / "jupyter-data" / "labextensions"
-    data.mkdir(parents=True)
-    (data / "agentstack-lab").symlink_to(BUILT)  # the committed build, ahead of any installed copy
-    settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, HOME=str(tmp_path / "home"), JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1",
-               JUPYTER_PATH=str(tmp_path / "jupyter-data"), TMPDIR=str(tmp_path))  # what it and its kernels leave goes
-    env.pop("AGENTSTACK_CONFIG", None)
-    log = (tmp_path / "notebook.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "notebook", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--JupyterNotebookApp.expose_app_in_browser=True", "--LabApp.expose_app_in_browser=True",
-         f"--LabApp.user_settings_dir={tmp_path / 'settings'}", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-         "--AgentstackExtension.poll_interval=0.05"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 90  # a loaded 2-core machine starts the server slowly
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/agentstack/api/health/live?token={token}",
-                                       timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("Notebook 7 did not start:\n" + (tmp_path / "notebook.log").read_text()[-3000:])
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}", token, root, tmp_path
-    finally:
-        proc.terminate()  # the server shuts its kernels down on SIGTERM
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
+    # a loaded 2-core machine starts the server slowly; what it and its kernels leave goes to tmp_path
+    with jupyter_server(tmp_path, root, app="notebook", extra_args=["--AgentstackExtension.poll_interval=0.05"],
+                        ready_path="/agentstack/api/health/live", timeout=90, env={"TMPDIR": str(tmp_path)},
+                        env_drop=["AGENTSTACK_CONFIG"]) as (base, token, _log):
+        yield base, token, root, tmp_path
 
 
 @pytest.fixture(scope="module")
 def browser(server):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     _base, _token, _root, tmp_path = server
-    with pytest.MonkeyPatch.context() as mp, sync_playwright() as pw:
-        mp.setenv("TMPDIR", str(tmp_path))  # Playwright's and chromium's scratch folders, removed with tmp_path
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1200, "height": 900})
+    with browser_context(tmp_path / "chromium-profile", viewport={"width": 1200, "height": 900},
+                         tmpdir=tmp_path) as context:  # scratch folders removed with tmp_path
         context.set_default_timeout(30_000)
         expect.set_options(timeout=90_000)  # a kernel start and a whole quickstart on a loaded machine
-        try:
-            yield context
-        finally:
-            context.close()
+        yield context
 
 
 # Notebook 7.6's own bundle and the ipywidgets manager, as this machine serves them: each may throw at page
@@ -145,8 +104,7 @@ def test_quickstart_runs_in_notebook7_with_trees_answers_and_cost(server, browse
 
     base, token, root, _tmp = server
     page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc) + "\n" + str(exc.stack)))
+    errors = collect_errors(page, stack=True)
     page.goto(f"{base}/notebooks/quickstart.ipynb?token={token}")
     # Notebook 7's own shell (not JupyterLab's), with its kernel up
     page.wait_for_function("window.jupyterapp?.shell?.currentWidget?.sessionContext")
@@ -170,7 +128,7 @@ def test_quickstart_runs_in_notebook7_with_trees_answers_and_cost(server, browse
     cost = _run_cost(root)
     assert cost.startswith("~$"), cost
     expect(tree.locator(".agentstack-meta").first).to_contain_text(f"tokens (estimated, subtree) · cost {cost} · ")
-    assert not [e for e in errors if not _notebook_core_only(e)], errors
+    assert_no_errors(errors, [_notebook_core_only])
     page.close()
 
 
@@ -181,8 +139,7 @@ def test_agents_panel_shows_the_run_cost(server, browser):
     base, token, root, _tmp = server
     cost = _run_cost(root)   # the quickstart of the test above ran in this workspace
     page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    errors = collect_errors(page)
     page.goto(f"{base}/lab?token={token}")
     page.wait_for_function("window.jupyterapp?.shell && window.agentstackPanel")
     # once the layout is restored (it would reopen the file browser over the panel)
@@ -198,5 +155,5 @@ def test_agents_panel_shows_the_run_cost(server, browser):
     expect(root_node.locator(".agentstack-cost").first).to_have_text(f" · cost {cost}")
     # and each subagent's own figure
     expect(root_node.locator(".agentstack-snapshot-node .agentstack-cost")).to_have_count(3)
-    assert not errors, errors
+    assert_no_errors(errors)
     page.close()

@@ -26,23 +26,16 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
+from tests.browser_helpers import browser_page, jupyter_server, needs_chromium
+
 # README pictures are rewritten only on request (UPDATE_SCREENSHOTS=1): a PNG differs at every run, so
 # writing them always left every checkout dirty after `make test` and crept into commits.
 # Both are looked up when a test runs: the temporary folder is then the test's own (tests/conftest.py).
@@ -56,11 +49,7 @@ def docs_dir() -> Path:
 def shot(name: str = "agentstack-browser-tree.png") -> Path:
     return Path(tempfile.gettempdir()) / name
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium "
-                       "(`make browser` installs it as root with apt-get)"),
-]
+pytestmark = [pytest.mark.slow, needs_chromium]
 
 # The provider the notebook defines: it asks which year, then wants to run code, then answers from
 # what the code printed and what the person typed. Its answer is hostile HTML on purpose.
@@ -111,24 +100,6 @@ CODE = "\\n".join(["best_year = max(sales, key=sales.get)"] + [f"check_{i} = sal
 AGENT = "run = %agent --provider @asking --max-depth 1 What was our best year for sales?\nrun"
 
 
-def checkout_extension(tmp_path: Path) -> str:
-    """A JUPYTER_PATH whose ``labextensions/agentstack-lab`` is this checkout's ``labextension/dist``.
-
-    A server would otherwise load the copy installed in the venv, which is older than the checkout
-    whenever the sources changed after the install (a 404 for its ``remoteEntry``).
-    """
-    data = tmp_path / "jupyter-data" / "labextensions"
-    data.mkdir(parents=True)
-    (data / "agentstack-lab").symlink_to(Path(__file__).resolve().parents[1] / "labextension" / "dist")
-    return str(tmp_path / "jupyter-data")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server on loopback serving ``tree.ipynb`` from a temporary root folder (one per module)."""
@@ -138,40 +109,8 @@ def lab(tmp_path_factory):
     nb = new_notebook(cells=[new_code_cell(SETUP), new_code_cell(AGENT)],
                       metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nbformat.write(nb, root / "tree.ipynb")
-    settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, HOME=str(tmp_path / "home"), JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1",
-               JUPYTER_PATH=checkout_extension(tmp_path))
-    log = (tmp_path / "lab.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--LabApp.expose_app_in_browser=True",
-         f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/lab/tree/tree.ipynb?token={token}", root, tmp_path
-    finally:
-        server.terminate()  # the server shuts its kernels down on SIGTERM
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(5)
-        log.close()
+    with jupyter_server(tmp_path, root, timeout=30) as (base, token, _log):
+        yield f"{base}/lab/tree/tree.ipynb?token={token}", root, tmp_path
 
 
 def _assert_header_fits(node) -> None:
@@ -270,21 +209,15 @@ def _agent_rows(root: Path) -> list[tuple[str, str, str | None]]:
 
 
 def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     url, root, tmp_path = lab
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 700, "height": 1000},  # narrow: the header must still read on one row
-            permissions=["clipboard-read", "clipboard-write"])  # Copy is read back from the clipboard
-        page = browser.pages[0] if browser.pages else browser.new_page()
+    with browser_page(tmp_path / "chromium-profile", url,
+                      viewport={"width": 700, "height": 1000},  # narrow: the header must still read on one row
+                      permissions=["clipboard-read", "clipboard-write"],  # Copy is read back from the clipboard
+                      default_timeout=20_000, ready_js="window.jupyterapp?.shell?.currentWidget?.sessionContext"
+                      ) as page:
         try:
-            page.set_default_timeout(20_000)
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(url)
-            page.wait_for_function("window.jupyterapp?.shell?.currentWidget?.sessionContext")
             page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.ready;"
                           " await window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
@@ -458,11 +391,9 @@ def test_jupyterlab_tree_is_answered_approved_and_safe(lab):
             assert len(runs) == 4, rows
             assert sorted(s for _r, s, parent in rows if parent is None) == ["completed"] + ["stopped"] * 3, rows
             _set_theme(page, "JupyterLab Light")
-            assert not errors, errors
         finally:
             try:  # for a person to look at (also when the test failed)
                 shown = page.locator(".agentstack-tree")
                 (shown.first if shown.count() else page).screenshot(path=str(shot()), timeout=5_000)
             except Exception as exc:  # a failed screenshot must not hide the test's own failure
                 print(f"no screenshot: {exc}")
-            browser.close()

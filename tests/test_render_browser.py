@@ -19,30 +19,19 @@ runs code that raises inside the standard library, starts a subagent, and answer
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import subprocess
 import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from tests.test_notebook_browser import CHROMIUM, CHROMIUM_ARGS, _free_port, _set_theme
+from tests.browser_helpers import browser_page, jupyter_server, needs_built, needs_chromium
+from tests.test_notebook_browser import _set_theme
 
-REPO = Path(__file__).resolve().parent.parent
-BUILT = REPO / "labextension" / "dist"
 SNAPSHOT = "application/vnd.agentstack.tree+json"
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium "
-                       "(`make browser` installs it as root with apt-get)"),
-    pytest.mark.skipif(not (BUILT / "package.json").exists(), reason="labextension/dist is not built (make labext)"),
-]
+pytestmark = [pytest.mark.slow, needs_chromium, needs_built]
 
 SETUP = '''%load_ext agentstack_lab
 from agentstack_lab.providers.testing import TestModel, has_tool_result
@@ -124,69 +113,20 @@ def lab(tmp_path_factory):
     nbformat.write(saved, root / "saved.ipynb")
     edited = subprocess.run([sys.executable, "-c", EDITED, str(root)], capture_output=True, text=True, timeout=120,
                             cwd=root, check=True).stdout.split()[-1]
-    data = tmp_path / "jupyter-data" / "labextensions"
-    data.mkdir(parents=True)
-    (data / "agentstack-lab").symlink_to(BUILT)  # the committed build, ahead of any installed copy
-    settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, HOME=str(tmp_path / "home"), JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), JUPYTER_PLATFORM_DIRS="1",
-               JUPYTER_PATH=str(tmp_path / "jupyter-data"))
-    env.pop("AGENTSTACK_CONFIG", None)
-    log = (tmp_path / "lab.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--LabApp.expose_app_in_browser=True", "--AgentstackExtension.poll_interval=0.05",
-         f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}", "--LabApp.news_url=None",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/agentstack/api/health/live?token={token}",
-                                       timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}", token, root, tmp_path, saved, edited
-    finally:
-        server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(5)
-        log.close()
+    with jupyter_server(tmp_path, root, extra_args=["--AgentstackExtension.poll_interval=0.05"],
+                        ready_path="/agentstack/api/health/live", timeout=90,
+                        env_drop=["AGENTSTACK_CONFIG"]) as (base, token, _log):
+        yield base, token, root, tmp_path, saved, edited
 
 
 @pytest.fixture(scope="module")
 def page(lab):
-    from playwright.sync_api import expect, sync_playwright
-
     base, token, _root, tmp_path, _saved, _edited = lab
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1400, "height": 1000})
-        page = browser.pages[0] if browser.pages else browser.new_page()
-        page.set_default_timeout(30_000)
-        expect.set_options(timeout=60_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{base}/lab?token={token}")
-        page.wait_for_function("window.jupyterapp?.shell && window.agentstackPanel")
+    with browser_page(tmp_path / "chromium-profile", f"{base}/lab?token={token}",
+                      viewport={"width": 1400, "height": 1000}, default_timeout=30_000, expect_timeout=60_000,
+                      ready_js="window.jupyterapp?.shell && window.agentstackPanel") as page:
         page.evaluate("async () => { await window.jupyterapp.restored; }")  # the layout restored: panels stay put
-        try:
-            yield page
-        finally:
-            browser.close()
-        assert not errors, errors
+        yield page
 
 
 # Contrast of every element that holds text of its own (a text node child), against what is really behind
