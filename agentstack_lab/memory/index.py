@@ -41,10 +41,9 @@ from the float32 rows cost ~0.8 us each (a page fault and 1.5 KB read per row: 9
 8-bit codes ~0.2 us. Measured at 1M rows (hash embedder, 200 in-corpus and 200 out-of-corpus queries,
 ``bench_coarse.py``, one thread, quiet machine): recall@10 0.999 / 0.995 at p50 7.0 / 7.3 ms, against
 0.996 / 0.970 at 8.2 / 8.1 ms for the two stages before (3,000 candidates rescored from the float32 rows).
-As for the float32 rows, the process drops its mapping of the 8-bit pages a search touched when it ends
-(``madvise`` by address, faiss made the mapping): ~0.5-1 ms a search at 1M, against 375 MB more resident
-per process after 100 searches when kept (``bench_memory.py``'s two-process table measured 472 MB RSS
-added before this, 109 MB with the two stages). Measured at 1M rows (hash embedder, 100 3-word queries, one thread,
+Unlike the float32 rows, the 8-bit codes a search touched stay mapped in the process (a page fault each
+would cost the middle stage its gain): its resident set grows with the searches, to at most the files'
+size, in page-cache pages shared with every other process mapping them. Measured at 1M rows (hash embedder, 100 3-word queries, one thread,
 same run): 96 sub-quantisers (48-byte codes, format 1) gave recall@10 0.992 / 0.998 / 1.000 with 6,000 /
 12,000 / 24,000 candidates (another query set: 0.983 at 6,000), 192 sub-quantisers 0.998 / 0.999 with
 6,000 / 12,000; the scan costs ~1.5x more with 192, the rescoring ~2x less than with twice the candidates,
@@ -80,7 +79,6 @@ slots are dead, a writer builds a new generation from the ``memory_vec`` table (
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import json
 import logging
@@ -620,32 +618,12 @@ class SharedIndex:
         return [(int(rid[slots[t]]), float(scores[t])) for t in top]
 
     def _release(self) -> None:
-        """Unmap the float32 and 8-bit pages this search touched (they stay in the page cache for every process)."""
+        """Unmap the float32 pages this search touched (they stay in the page cache for every process)."""
         vec = self._arr.get("vec")
         mm = getattr(vec, "_mmap", None)
         if isinstance(mm, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
             with contextlib.suppress(OSError, ValueError):
                 mm.madvise(mmap.MADV_DONTNEED)
-        if self._sq and _MADVISE is not None:   # faiss mapped these: its mapping, by address
-            for sq in self._sq:
-                addr = int(sq.codes.data())
-                start = addr & ~(mmap.PAGESIZE - 1)   # the mapping starts at the file's first page: in it
-                _MADVISE(start, addr - start + sq.ntotal * sq.code_size, mmap.MADV_DONTNEED)
-
-
-def _libc_madvise() -> Callable[[int, int, int], int] | None:
-    """The C library's ``madvise`` (for mappings made by faiss, which Python's ``mmap`` cannot reach), or None."""
-    if not hasattr(mmap, "MADV_DONTNEED"):
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
-    return fn
-
-
-_MADVISE = _libc_madvise()
 
 
 def old_rids(state: dict[str, Any], rids: list[int]) -> list[int]:
