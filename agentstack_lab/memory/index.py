@@ -41,9 +41,12 @@ from the float32 rows cost ~0.8 us each (a page fault and 1.5 KB read per row: 9
 8-bit codes ~0.2 us. Measured at 1M rows (hash embedder, 200 in-corpus and 200 out-of-corpus queries,
 ``bench_coarse.py``, one thread, quiet machine): recall@10 0.999 / 0.995 at p50 7.0 / 7.3 ms, against
 0.996 / 0.970 at 8.2 / 8.1 ms for the two stages before (3,000 candidates rescored from the float32 rows).
-Unlike the float32 rows, the 8-bit codes a search touched stay mapped in the process (a page fault each
-would cost the middle stage its gain): its resident set grows with the searches, to at most the files'
-size, in page-cache pages shared with every other process mapping them. Measured at 1M rows (hash embedder, 100 3-word queries, one thread,
+Unlike the float32 rows, the 8-bit codes a search touched stay mapped in the process: its resident set grows
+with the searches to at most the files' size (384 MB at 1M), in page-cache pages shared with every other
+process mapping them (two processes after 50 searches each: 472 MB RSS, 277 MB PSS added at 1M). Dropping
+that mapping after each search (``madvise`` by address) kept it at ~106 MB but cost 0.5 ms to 20 ms a search
+at 1M, depending on how long ago the pages were last read (measured 1, 7.6 and 20 ms on this virtual machine
+within an hour), against ~6 ms for the whole search with them mapped. Measured at 1M rows (hash embedder, 100 3-word queries, one thread,
 same run): 96 sub-quantisers (48-byte codes, format 1) gave recall@10 0.992 / 0.998 / 1.000 with 6,000 /
 12,000 / 24,000 candidates (another query set: 0.983 at 6,000), 192 sub-quantisers 0.998 / 0.999 with
 6,000 / 12,000; the scan costs ~1.5x more with 192, the rescoring ~2x less than with twice the candidates,
@@ -59,9 +62,9 @@ rescoring in two threads (11 vs 8 ms: the page faults contend); sign-bit codes (
 hash embedder's near-ties. Filters (namespace, session, agent) and deleted slots are a mask applied to the
 candidates; a filter that keeps few rows is searched exactly over those rows, and when too few candidates
 pass the search widens and finally scans the filtered rows exactly, so a search returns exactly
-``min(k, rows passing)`` hits. After rescoring the process drops its mapping of the touched ``vec.f32``
-pages (``MADV_DONTNEED``: they stay in the page cache), so its resident memory is the PQ codes plus the
-small per-row arrays, not the float32 rows.
+``min(k, rows passing)`` hits. After rescoring the process drops its mapping of the touched ``vec.f4``
+pages (``MADV_DONTNEED``: they stay in the page cache), so its resident memory is the PQ codes, the 8-bit codes
+it has read and the small per-row arrays, not the float32 rows.
 
 Damage: a mapped file that is shorter than its committed rows (truncated by hand, a full disk, a restore)
 would kill the process with SIGBUS on the first page past its end, so every refresh first checks the
