@@ -146,3 +146,28 @@ def test_tasks_of_a_postgres_session(team):
         asyncio.run(main())
         rows = ws.db.query("SELECT session_id FROM tasks WHERE run_id = ?", (run.id,))
         assert len(rows) == 3 and {r[0] for r in rows} == {session.id}          # the run's agents, in the session
+
+
+@pytest.mark.slow   # starts processes and the PostgreSQL server
+def test_memory_reembed_through_the_cli_on_postgres(team):
+    """A team memory whose embedder changed: one line on a vector search, `memory reembed` moves it, then it searches."""
+    def memory(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "agentstack_lab.cli", "memory", *args], cwd=team,
+                              capture_output=True, text=True, timeout=120)
+
+    with Workspace.open(team, announce=False) as ws:
+        ws.memory.store_many([(f"n{i}", f"note {i}: the kubernetes cluster runs service {i}" if i % 3 == 0
+                               else f"note {i}: a recipe for lentil soup number {i}") for i in range(60)])
+    cfg = json.loads((team / "agentstack.config.json").read_text())
+    cfg["memory"]["vector"] = {"dimensions": 64}
+    (team / "agentstack.config.json").write_text(json.dumps(cfg))
+    refused = memory("search", "kubernetes", "--mode", "vector")
+    assert refused.returncode != 0 and "dimension 384" in refused.stderr and "dimension 64" in refused.stderr
+    assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    done = memory("reembed", "--batch-size", "25", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert (got["finished"], got["embedded"], got["total"], got["dimensions"]) == (True, 60, 60, 64)
+    hits = memory("search", "kubernetes cluster service", "--mode", "vector", "--json")
+    assert hits.returncode == 0 and hits.stderr == "", hits.stderr
+    assert json.loads(hits.stdout) and all(int(h["key"][1:]) % 3 == 0 for h in json.loads(hits.stdout))

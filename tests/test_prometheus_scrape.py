@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ import pytest
 from pytest_jupyter.jupyter_core import *  # noqa: F403
 from pytest_jupyter.jupyter_server import *  # noqa: F403
 from pytest_jupyter.pytest_tornasync import *  # noqa: F403
+
+from tests.browser_helpers import free_port
 
 pytestmark = pytest.mark.slow
 PROMETHEUS = Path("/usr/bin/prometheus")
@@ -62,12 +63,6 @@ def test_metrics_content_type_is_prometheus_text_or_openmetrics(jp_fetch, jp_asy
     assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get_json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=5) as res:
         return json.load(res)
@@ -85,7 +80,7 @@ def _run_cli(root: Path, prompt: str) -> None:
 def test_a_running_prometheus_scrapes_the_runs_we_made(jp_fetch, jp_serverapp, jp_http_port, jp_root_dir,
                                                         jp_asyncio_loop, tmp_path):
     token = jp_serverapp.identity_provider.token
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api/v1"
     config = tmp_path / "prometheus.yml"
     config.write_text(json.dumps({  # YAML is a superset of JSON
