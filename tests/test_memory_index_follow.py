@@ -145,3 +145,53 @@ def test_a_shard_written_by_a_writer_that_died_before_its_state_is_encoded_again
             want.add(vec[i * state["shard"]:min(state["pq"], (i + 1) * state["shard"])])
             got = faiss.read_index(str(gen / f"pq-{i}.faiss"))
             assert bytes(faiss.serialize_index(got)) == bytes(faiss.serialize_index(want)), i
+
+
+def test_a_failed_append_leaves_the_state_as_the_files_say_and_the_next_one_catches_up(tmp_path, small_pq, monkeypatch):
+    """A write that fails mid-append (a full disk here) must not leave the cached state claiming rows the files do
+    not hold: the state stays as state.json says, the search answers, and the next append writes everything."""
+    with Workspace.open(tmp_path / "w", announce=False) as ws:
+        ws.memory.store_many([(f"k{i}", t) for i, t in enumerate(_corpus(4000))])
+        before = dict(_caught_up(ws))
+        real = shared_index.SharedIndex._write_sq
+        calls = []
+
+        def full_disk(self, state):
+            calls.append(1)
+            if len(calls) == 1:
+                raise OSError(28, "No space left on device")
+            return real(self, state)
+
+        monkeypatch.setattr(shared_index.SharedIndex, "_write_sq", full_disk)
+        ws.memory.store("otter", "an otter floats on its back holding a stone")
+        ws.memory.index.wait_for(_top(ws))
+        assert calls and isinstance(ws.memory.index.error, OSError)
+        sh = ws.memory.index.shared_index()
+        assert sh.state()["n"] == before["n"] == 4000 and sh.damage(sh.state()) is None
+        assert ws.memory.search("otter floats holding a stone", "vector", limit=1)[0].key == "otter"
+        ws.memory.store("heron", "a heron waits in the shallow water")   # the disk has room again
+        state = _caught_up(ws)
+        assert state["n"] == state["sq"] == 4002 and ws.memory.index.shared_index().damage(state) is None
+
+
+def test_a_failed_append_does_not_change_the_cached_state(tmp_path, small_pq, monkeypatch):
+    """The writer's own cached state stays what state.json says when an append fails: the retry writes over the
+    failed rows instead of after them (which would leave a second slot for each)."""
+    rng = np.random.default_rng(0)
+    mat = rng.standard_normal((3502, 384)).astype(np.float32)
+    rids, meta = np.arange(len(mat), dtype=np.int64), [("default", "", "")]
+    sh = shared_index.SharedIndex(tmp_path / "idx", 384, db_id="x")
+    sh.sync(1, lambda after: ([], False), None, lambda: (rids[:3500], mat[:3500], meta * 3500))
+    new = ([3500, 3501], (rids[3500:], mat[3500:], meta * 2))
+    monkeypatch.setattr(shared_index.SharedIndex, "_write_sq", lambda self, state: (_ for _ in ()).throw(
+        OSError(28, "No space left on device")))
+    with pytest.raises(OSError):
+        sh.append(1, 2, new[0], new[1])
+    assert (sh.state()["n"], sh.state()["seq"]) == (3500, 1)
+    monkeypatch.undo()
+    small = ("PQ_MIN", "SHARD_ROWS", "PQ_TAIL", "PQ_TRAIN", "EXACT_ROWS")   # undo reset these too: set them again
+    for name, value in zip(small, (3000, 1500, 2000, 3000, 300), strict=True):
+        monkeypatch.setattr(shared_index, name, value)
+    assert sh.append(1, 2, new[0], new[1])
+    assert (sh.state()["n"], sh.state()["sq"]) == (3502, 3502) and sh.damage(sh.state()) is None
+    assert sh.refresh() and sh.rows == 3502 and sh.search(mat[3501], 1)[0][0] == 3501

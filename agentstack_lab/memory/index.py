@@ -82,6 +82,7 @@ slots are dead, a writer builds a new generation from the ``memory_vec`` table (
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
 import logging
@@ -237,7 +238,7 @@ class SharedIndex:
             elif s is not None:
                 rids, pruned = changes(s["seq"])
                 if self.appendable(s, rids, pruned):
-                    self._append(s, top, rids, fetch)
+                    self._append(copy.deepcopy(s), top, rids, fetch)
                     return True
             self._rebuild(top, read_all(), s)
             return True
@@ -263,7 +264,7 @@ class SharedIndex:
             if (s is None or s.get("format", 1) != FORMAT or s["seq"] != seq or self.damage(s) is not None
                     or not self.appendable(s, rids, False)):
                 return False
-            self._append(s, top, rids, lambda _: rows)
+            self._append(copy.deepcopy(s), top, rids, lambda _: rows)
             return True
 
     def damage(self, s: dict[str, Any]) -> str | None:
@@ -352,6 +353,11 @@ class SharedIndex:
         state["rid_top"] = max(int(state.get("rid_top", 0)), int(np.max(rids)))
 
     def _append(self, state: dict[str, Any], top: int, rids: list[int], fetch: Callable[[list[int]], Rows]) -> None:
+        """Write the changes into the files, then ``state``.
+
+        ``state`` is a copy of the cached state: a write that fails (a full disk) leaves the cached state as the
+        files' ``state.json`` says, and the next sync tries again.
+        """
         n = state["n"]
         if rids:
             changed = old_rids(state, rids)

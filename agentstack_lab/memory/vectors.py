@@ -31,6 +31,7 @@ exact (recall 1.0 against brute force), and namespace / session / agent filters 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import threading
 import time
@@ -57,6 +58,11 @@ MAX_K = 4096          # the most hits one search returns
 LOG_KEEP = 200_000    # log rows kept; a reader further behind reloads in full
 TAIL_MAX = 50_000     # rows logged since the shared files' position that a search scans exactly (see search)
 BLOCK_ROWS = 1_000    # vectors a statement of add_block inserts (one 15 MB blob a 10k batch: 2.5 against 1.5-2 us a row)
+
+
+_FOR_GOOD = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST)
+"""OS errors after which the background indexer stops (the folder will not become writable); others, such as a
+full disk, are logged and the next write tries again."""
 
 
 class EmbedderMismatchError(AgentstackError, RuntimeError):
@@ -412,10 +418,11 @@ class VectorIndex:
         """
         with self._cv:
             behind = self._indexed < seq and not self._closed
+            before = self.error   # a failure before this wait (a full disk since cleared) does not end it
         if behind:   # a position another process logged: this thread was never kicked for it
             self.kick()
         with self._cv:
-            while (self._indexed < seq and self.error is None and self._worker is not None
+            while (self._indexed < seq and (self.error is None or self.error is before) and self._worker is not None
                    and self._worker.is_alive()):
                 self._cv.wait(0.5)
 
@@ -440,8 +447,8 @@ class VectorIndex:
                 with self._cv:
                     self.error = exc
                     self._cv.notify_all()
-                if isinstance(exc, OSError):   # e.g. a read-only workspace: no index files beside it
-                    return
+                if isinstance(exc, OSError) and exc.errno in _FOR_GOOD:   # e.g. a read-only workspace: no index
+                    return                                                      # files beside it (a full disk passes)
             if self._closed:
                 return
 
