@@ -206,24 +206,18 @@ def test_papermill_engine(workdir):
 
 def test_papermill_engine_autosaves_a_long_cell(workdir):
     """papermill's ``--autosave-cell-every`` through our engine: a long cell's outputs so far reach OUT."""
-    from tests.test_workflows_papermill_cli import _LONG_CELL, _read, _until
+    from tests.test_workflows_papermill_cli import _LONG_CELL, _read, _running, _until
 
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
                                                            "display_name": "Python 3"}})
     nb.cells = [nbformat.v4.new_code_cell(_LONG_CELL)]
     nbformat.write(nb, workdir / "long.ipynb")
-    proc = subprocess.Popen([sys.executable, "-m", "papermill", "--engine", "agentstack", "long.ipynb", "out.ipynb",
-                             "--autosave-cell-every", "1"], cwd=workdir, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
+    with _running("papermill", "--engine", "agentstack", "long.ipynb", "out.ipynb", "--autosave-cell-every", "1",
+                  cwd=workdir) as proc:
         saved = _until(lambda: (got := _read(workdir / "out.ipynb")) and got.cells[0].outputs and got, proc,
                        "no autosave during the long cell")
         assert saved.cells[0].outputs[0]["text"].startswith("first part\n")
         (workdir / "go").touch()
         _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, err
     assert "done" in "".join(o.get("text", "") for o in valid_notebook(workdir / "out.ipynb").cells[0].outputs)

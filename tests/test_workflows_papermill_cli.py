@@ -13,6 +13,7 @@ stdin to stdout, rich outputs, an nbformat 3 input and ``--batch``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -286,6 +287,19 @@ def _until(check, proc: subprocess.Popen, what: str):
     return got
 
 
+@contextlib.contextmanager
+def _running(*args: str, cwd: Path):
+    """``python -m ARGS`` in ``cwd``, killed at the end if the test left it running."""
+    proc = subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def _read(path: Path):
     try:
         return nbformat.read(path, as_version=4)
@@ -299,9 +313,7 @@ def test_the_output_notebook_is_saved_while_it_runs(workdir, args):
     reader of OUT sees the cells that ran, the running one, and with autosave a long cell's outputs so far,
     before the run ends; with --no-request-save-on-cell-execute OUT is written at the end only."""
     _nb(workdir / "in.ipynb", ["a = 40 + 2\na", _LONG_CELL], params=None)
-    proc = subprocess.Popen([sys.executable, "-m", "agentstack_lab.cli", "workflow", "run", "in.ipynb", "out.ipynb",
-                             *args], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with _running("agentstack_lab.cli", "workflow", "run", "in.ipynb", "out.ipynb", *args, cwd=workdir) as proc:
         _until(lambda: (workdir / "started").exists(), proc, "the long cell never started")
         saved = _read(workdir / "out.ipynb")
         if "--no-request-save-on-cell-execute" in args:
@@ -315,11 +327,7 @@ def test_the_output_notebook_is_saved_while_it_runs(workdir, args):
             assert saved.cells[1].outputs[0]["text"].startswith("first part\n")
             assert saved.cells[1].metadata["papermill"]["status"] == "running"
         (workdir / "go").touch()
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     final = valid_notebook(workdir / "out.ipynb")
     assert "done" in "".join(o.get("text", "") for o in final.cells[1].outputs)

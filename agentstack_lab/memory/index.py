@@ -271,29 +271,20 @@ class SharedIndex:
         """What is wrong with generation ``s``'s files (None: each holds its ``n`` committed rows)."""
         n = s["n"]
         for name, dtype in _ARRAYS:
-            need = n * np.dtype(dtype).itemsize * (self.dims if name == "vec" else 1)
-            path = self._file(s, name)
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                return f"{path.name} is missing"
-            if size < need:
-                return f"{path.name} holds {size:,} bytes, {need:,} expected for {n:,} rows"
+            short = _short(self._file(s, name), n * np.dtype(dtype).itemsize * (self.dims if name == "vec" else 1),
+                           f" for {n:,} rows")
+            if short:
+                return short
         if s.get("pq"):
             folder = self._gen_dir(s["gen"])
             for i in range(-(-s["pq"] // s["shard"])):
                 if not (folder / f"pq-{i}.faiss").is_file():
                     return f"pq-{i}.faiss is missing"
         if s.get("sq"):
-            need = s["sq_head"] + s["shard"] * s["sq_code"]
             for i in range(-(-n // s["shard"])):
-                path = self._gen_dir(s["gen"]) / f"sq-{i}.faiss"
-                try:
-                    size = path.stat().st_size
-                except FileNotFoundError:
-                    return f"{path.name} is missing"
-                if size < need:
-                    return f"{path.name} holds {size:,} bytes, {need:,} expected"
+                short = _short(self._gen_dir(s["gen"]) / f"sq-{i}.faiss", s["sq_head"] + s["shard"] * s["sq_code"])
+                if short:
+                    return short
         return None
 
     def _forget(self) -> None:
@@ -481,7 +472,6 @@ class SharedIndex:
         faiss, folder, size = _faiss(), self._gen_dir(s["gen"]), s["shard"]
         if self._pq is None:
             self._pq = [faiss.read_index(str(folder / f"pq-{i}.faiss")) for i in range(-(-s["pq"] // size))]
-            self._sq, self._refine = [], []
             self._multi = faiss.IndexShards(self.dims, True, True)   # threaded, shard i's ids follow shard i-1's
         shards = self._pq
         have = sum(ix.ntotal for ix in shards)
@@ -633,6 +623,15 @@ class SharedIndex:
         if isinstance(mm, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
             with contextlib.suppress(OSError, ValueError):
                 mm.madvise(mmap.MADV_DONTNEED)
+
+
+def _short(path: Path, need: int, what: str = "") -> str | None:
+    """Why ``path`` cannot hold ``need`` bytes (missing, or how short it is), or None when it can."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return f"{path.name} is missing"
+    return f"{path.name} holds {size:,} bytes, {need:,} expected{what}" if size < need else None
 
 
 def old_rids(state: dict[str, Any], rids: list[int]) -> list[int]:

@@ -243,13 +243,17 @@ class PostgresBackend(RowReads[PgDatabase]):
         self._stored = stored
         self.mismatch = None if stored == self._identity else mismatch_error(self.db.path, stored, self._identity)
 
-    def refresh(self) -> None:
-        """Follow a re-embedding finished by any process (``memory reembed``): one read of ``vector_index``."""
-        if self._identity is None:
-            return
-        row = self.db.conn.execute("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1").fetchone()
+    def _reread(self, conn: Any) -> bool:
+        """Read ``vector_index`` on ``conn`` into ``mismatch``; True when the stored vectors are this embedder's."""
+        row = conn.execute("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1").fetchone()
         if row is not None and (row[0], row[1], int(row[2])) != self._stored:
             self._set_stored((row[0], row[1], int(row[2])))
+        return self.mismatch is None
+
+    def refresh(self) -> None:
+        """Follow a re-embedding finished by any process (``memory reembed``): one read of ``vector_index``."""
+        if self._identity is not None:
+            self._reread(self.db.conn)
 
     # --- writes -------------------------------------------------------------------------------------
     @staticmethod
@@ -282,9 +286,7 @@ class PostgresBackend(RowReads[PgDatabase]):
             # shared: a re-embedding replaces memory_vec under the exclusive lock, so it is either before
             # this write (and seen just below) or after it (and embeds what this writes)
             conn.execute("SELECT pg_advisory_xact_lock_shared(?)", (VECTOR_LOCK,))
-            row = conn.execute("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1").fetchone()
-            if row is not None and (row[0], row[1], int(row[2])) != self._identity:
-                self._set_stored((row[0], row[1], int(row[2])))
+            if not self._reread(conn):
                 raise EmbedderMismatchError(f"{self.db.path}: the memory was re-embedded by another process during"
                                             " this write; nothing was written, write again")
             self._lock_namespaces(conn, namespaces)
@@ -430,9 +432,7 @@ class PostgresBackend(RowReads[PgDatabase]):
         q = vector_text(query)
         with self.db.transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock_shared(?)", (VECTOR_LOCK,))   # see write()
-            row = conn.execute("SELECT embedder, model, dimensions FROM vector_index WHERE id = 1").fetchone()
-            if row is not None and (row[0], row[1], int(row[2])) != self._identity:   # re-embedded since refresh()
-                self._set_stored((row[0], row[1], int(row[2])))
+            if not self._reread(conn):   # re-embedded since refresh()
                 assert self.mismatch is not None
                 raise self.mismatch
             if self.index_kind == "hnsw":
