@@ -154,11 +154,11 @@ def test_a_failed_append_leaves_the_state_as_the_files_say_and_the_next_one_catc
         ws.memory.store_many([(f"k{i}", t) for i, t in enumerate(_corpus(4000))])
         before = dict(_caught_up(ws))
         real = shared_index.SharedIndex._write_sq
-        calls = []
+        calls, full = [], [True]
 
         def full_disk(self, state):
             calls.append(1)
-            if len(calls) == 1:
+            if full[0]:
                 raise OSError(28, "No space left on device")
             return real(self, state)
 
@@ -168,7 +168,9 @@ def test_a_failed_append_leaves_the_state_as_the_files_say_and_the_next_one_catc
         assert calls and isinstance(ws.memory.index.error, OSError)
         sh = ws.memory.index.shared_index()
         assert sh.state()["n"] == before["n"] == 4000 and sh.damage(sh.state()) is None
-        assert ws.memory.search("otter floats holding a stone", "vector", limit=1)[0].key == "otter"
+        assert ws.memory.search("otter floats holding a stone", "vector", limit=1)[0].key == "otter"   # in SQL
+        assert ws.memory.index.shared
+        full[0] = False
         ws.memory.store("heron", "a heron waits in the shallow water")   # the disk has room again
         state = _caught_up(ws)
         assert state["n"] == state["sq"] == 4002 and ws.memory.index.shared_index().damage(state) is None

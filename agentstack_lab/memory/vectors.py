@@ -61,8 +61,9 @@ BLOCK_ROWS = 1_000    # vectors a statement of add_block inserts (one 15 MB blob
 
 
 _FOR_GOOD = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST)
-"""OS errors after which the background indexer stops (the folder will not become writable); others, such as a
-full disk, are logged and the next write tries again."""
+"""OS errors after which the shared index is given up in this process (the folder will not become writable): the
+background indexer stops and searches use the exact matrix. Others, such as a full disk, are logged; that search
+is answered in SQL and the next write or search tries again."""
 
 
 class EmbedderMismatchError(AgentstackError, RuntimeError):
@@ -298,7 +299,11 @@ class VectorIndex:
             with self._lock:
                 try:
                     index, tail = self._shared_refresh()
-                except OSError as exc:   # e.g. a read-only workspace: no index files beside the database
+                except OSError as exc:
+                    if exc.errno not in _FOR_GOOD:   # a full disk: this search in SQL, the next one tries again
+                        log.warning("memory: shared vector index not written (%s); searched exactly", exc)
+                        return self._threshold(self._knn(q, flt, k), threshold)
+                    # e.g. a read-only workspace: no index files beside the database
                     log.warning("memory: shared vector index unavailable (%s); using the exact in-process matrix",
                                 exc)
                     self.shared = False
